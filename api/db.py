@@ -1,0 +1,99 @@
+"""Connection pool (pgvector codec registered on every connection) and the migration runner."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from pgvector.asyncpg import register_vector
+
+from provenance.settings import REPO_ROOT, Settings
+
+MIGRATIONS_DIR = REPO_ROOT / "db" / "migrations"
+# Any constant works; it only has to be the same in every process that migrates this database.
+_MIGRATION_LOCK = 727_001
+
+
+def resolve_database_url(settings: Settings) -> str:
+    if settings.database_url:
+        return settings.database_url
+    from provenance.embedded_pg import start_embedded
+
+    return start_embedded(settings.pg_data_dir)
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    await register_vector(conn)
+
+
+async def create_pool(dsn: str, settings: Settings) -> asyncpg.Pool:
+    """A pool whose connections see `settings.db_schema` first, so an eval run can use its own schema."""
+    await ensure_schema(dsn, settings.db_schema)
+    pool = await asyncpg.create_pool(
+        dsn,
+        min_size=settings.db_pool_min,
+        max_size=settings.db_pool_max,
+        init=_init_connection,
+        timeout=settings.db_timeout_s,
+        command_timeout=30,
+        server_settings={"search_path": f"{settings.db_schema},public"},
+    )
+    assert pool is not None
+    return pool
+
+
+async def ensure_schema(dsn: str, schema: str) -> None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        # The vector extension must exist before register_vector can find its type.
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
+        if schema != "public":
+            # Identifiers can't be bind parameters; Settings validated the name as a plain identifier.
+            await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+    finally:
+        await conn.close()
+
+
+def migration_files(directory: Path = MIGRATIONS_DIR) -> list[Path]:
+    files = sorted(p for p in directory.glob("*.sql") if p.name[:3].isdigit())
+    names = [p.name[:3] for p in files]
+    if len(set(names)) != len(names):
+        raise RuntimeError(f"two migrations share a number in {directory}")
+    return files
+
+
+async def migrate(pool: asyncpg.Pool, directory: Path = MIGRATIONS_DIR) -> list[str]:
+    """Apply pending migrations in order, each in its own transaction; returns the names applied."""
+    applied: list[str] = []
+    async with pool.acquire() as conn:
+        await conn.execute("SELECT pg_advisory_lock($1)", _MIGRATION_LOCK)
+        try:
+            await conn.execute(
+                """
+                CREATE TABLE IF NOT EXISTS schema_migrations (
+                    name       text PRIMARY KEY,
+                    checksum   text NOT NULL,
+                    applied_at timestamptz NOT NULL DEFAULT now()
+                )
+                """
+            )
+            done: dict[str, Any] = {
+                r["name"]: r["checksum"]
+                for r in await conn.fetch("SELECT name, checksum FROM schema_migrations")
+            }
+            for path in migration_files(directory):
+                sql = path.read_text(encoding="utf-8")
+                checksum = hashlib.sha256(sql.encode()).hexdigest()
+                if path.name in done:
+                    continue
+                async with conn.transaction():
+                    await conn.execute(sql)
+                    await conn.execute(
+                        "INSERT INTO schema_migrations (name, checksum) VALUES ($1, $2)", path.name, checksum
+                    )
+                applied.append(path.name)
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock($1)", _MIGRATION_LOCK)
+    return applied

@@ -1,0 +1,167 @@
+"""Ingest a folder of Markdown/text files: chunk, embed what changed, replace the corpus in one transaction."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from provenance.chunking import Chunk, chunk_document
+from provenance.embedder import Embedder
+from provenance.errors import ConfigurationError
+from provenance.progress import Progress
+from provenance.store import PassageRow, Store
+
+SUFFIXES = (".md", ".markdown", ".txt")
+# A file whose first line is this marker documents the corpus rather than belonging to it (COVERAGE.md).
+IGNORE_MARKER = "<!-- provenance: ignore -->"
+CHUNKER_VERSION = "1"
+
+
+@dataclass
+class SourceFile:
+    name: str
+    text: str
+    raw_hash: str
+
+
+@dataclass
+class IngestReport:
+    files: int = 0
+    passages: int = 0
+    embedded: int = 0
+    deleted: int = 0
+    skipped_files: list[tuple[str, str]] = field(default_factory=list)
+    version: str | None = None
+    unchanged: bool = False
+    hnsw_built: bool = False
+
+    def summary(self) -> str:
+        if self.unchanged:
+            return f"corpus unchanged ({self.passages} passages, version {self.version}); nothing embedded"
+        lines = [
+            f"ingested {self.files} files: {self.passages} passages, {self.embedded} embedded, "
+            f"{self.deleted} removed; corpus version {self.version}"
+        ]
+        lines += [f"skipped {name}: {why}" for name, why in self.skipped_files]
+        if self.hnsw_built:
+            lines.append("built the HNSW index")
+        return "\n".join(lines)
+
+
+def read_sources(directory: Path) -> tuple[list[SourceFile], list[tuple[str, str]]]:
+    """Read every .md/.txt under directory; a binary, non-UTF-8 or empty file is reported, not fatal."""
+    if not directory.is_dir():
+        raise ConfigurationError(f"corpus folder not found: {directory}")
+    files: list[SourceFile] = []
+    skipped: list[tuple[str, str]] = []
+    for path in sorted(directory.rglob("*")):
+        if not path.is_file() or path.name.startswith("."):
+            continue
+        name = path.relative_to(directory).as_posix()
+        if path.suffix.lower() not in SUFFIXES:
+            skipped.append((name, f"not a .md or .txt file ({path.suffix or 'no suffix'})"))
+            continue
+        raw = path.read_bytes()
+        if b"\x00" in raw:
+            skipped.append((name, "binary content"))
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            skipped.append((name, f"not valid UTF-8 (byte {exc.start})"))
+            continue
+        if not text.strip():
+            skipped.append((name, "empty"))
+            continue
+        if text.lstrip().startswith(IGNORE_MARKER):
+            continue
+        files.append(SourceFile(name, text.lstrip("\ufeff"), hashlib.sha256(raw).hexdigest()))
+    return files, skipped
+
+
+def fingerprint(files: list[SourceFile], model: str, max_tokens: int) -> str:
+    h = hashlib.sha256(f"{model}|{max_tokens}|{CHUNKER_VERSION}".encode())
+    for f in files:
+        h.update(f"\n{f.name}\0{f.raw_hash}".encode())
+    return h.hexdigest()
+
+
+def corpus_version(chunks: list[Chunk], model: str) -> str:
+    h = hashlib.sha256(model.encode())
+    for c in sorted(chunks, key=lambda c: c.id):
+        h.update(f"\n{c.id}\0{c.content_hash}".encode())
+    return h.hexdigest()[:16]
+
+
+async def ingest(
+    store: Store,
+    directory: Path,
+    embedder_factory: Callable[[], Embedder],
+    model_name: str,
+    max_tokens: int = 256,
+    hnsw_min_passages: int = 20_000,
+    force: bool = False,
+) -> IngestReport:
+    files, skipped = read_sources(directory)
+    report = IngestReport(files=len(files), skipped_files=skipped)
+    if not files:
+        raise ConfigurationError(f"no readable .md or .txt files in {directory}")
+    fp = fingerprint(files, model_name, max_tokens)
+    state = await store.corpus_state()
+    if state and not force and state.fingerprint == fp and state.embedding_model == model_name:
+        # Same files, same model: skip without even loading the embedder (a restart stays fast).
+        report.unchanged, report.passages, report.version = True, state.passage_count, state.version
+        return report
+
+    embedder = embedder_factory()
+    if embedder.dim != 384:
+        raise ConfigurationError(
+            f"EMBED_MODEL {model_name} makes {embedder.dim}-d vectors; the passages table stores 384-d ones "
+            "(db/migrations/002_passages.sql). Add a migration for the new size before switching."
+        )
+    chunks: list[Chunk] = []
+    for f in files:
+        chunks.extend(chunk_document(f.name, f.text, embedder.count_tokens, max_tokens))
+    ids = [c.id for c in chunks]
+    if len(set(ids)) != len(ids):
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        raise ConfigurationError(f"duplicate passage ids: {', '.join(dupes[:5])}")
+
+    stored = await store.stored_hashes()
+    todo = [c for c in chunks if force or stored.get(c.id) != (c.content_hash, model_name)]
+    embeddings: dict[str, np.ndarray] = {}
+    progress = Progress(len(todo), "embedding")
+    batch = 32
+    for start in range(0, len(todo), batch):
+        part = todo[start : start + batch]
+        vectors = embedder.embed_documents([f"{c.heading}\n{c.text}" for c in part])
+        embeddings.update({c.id: v for c, v in zip(part, vectors, strict=True)})
+        progress.advance(len(part))
+    progress.close()
+
+    version = corpus_version(chunks, model_name)
+    per_file: dict[str, dict[str, int]] = {}
+    for c in chunks:
+        entry = per_file.setdefault(c.source, {"passages": 0, "tokens": 0})
+        entry["passages"] += 1
+        entry["tokens"] += c.token_count
+    rows = [
+        PassageRow(c.id, c.source, c.heading, c.position, c.text, c.token_count, c.content_hash)
+        for c in chunks
+    ]
+    upserted, deleted = await store.replace_corpus(
+        rows,
+        embeddings,
+        model_name,
+        version,
+        fp,
+        [{"source": name, **counts} for name, counts in sorted(per_file.items())],
+    )
+    report.passages, report.embedded, report.deleted, report.version = len(chunks), upserted, deleted, version
+    if len(chunks) >= hnsw_min_passages:
+        report.hnsw_built = await store.ensure_hnsw_index()
+    return report

@@ -1,0 +1,44 @@
+"""structlog JSON logs; the request id rides in a contextvar so every line of a request carries it."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Mapping, MutableMapping
+from typing import Any
+
+import structlog
+
+_SECRET_KEYS = {"authorization", "api_key", "apikey", "secret", "token", "turnstile_token", "password"}
+
+
+def _redact(_: Any, __: str, event: MutableMapping[str, Any]) -> Mapping[str, Any]:
+    # Secrets must never reach a log line, whatever a caller passes by mistake.
+    for key in list(event):
+        if key.lower() in _SECRET_KEYS or key.lower().endswith(("_secret", "_token", "_key")):
+            event[key] = "[redacted]"
+    return event
+
+
+def configure_logging(level: str = "info") -> None:
+    numeric = logging.getLevelName(level.upper())
+    if not isinstance(numeric, int):
+        numeric = logging.INFO
+    logging.basicConfig(format="%(message)s", stream=sys.stderr, level=numeric, force=True)
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _redact,
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+def get_logger(name: str) -> Any:
+    return structlog.get_logger(name)

@@ -1,0 +1,231 @@
+"""Wire types. Every struct is camelCase on the wire; AskResponse is the one object /ask returns."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+Status = Literal["answered", "refused", "blocked"]
+Reason = Literal[
+    "not_grounded",
+    "no_answer",
+    "injection",
+    "off_topic",
+    "rate_limited",
+    "budget_exhausted",
+    "bot_check_failed",
+    "model_error",
+]
+StageStatus = Literal["ok", "skipped", "blocked", "failed", "hit", "miss"]
+
+
+class Wire(msgspec.Struct, rename="camel", kw_only=True):
+    pass
+
+
+class AskRequest(Wire, forbid_unknown_fields=True):
+    question: str
+    turnstile_token: str | None = None
+
+
+# --- stages -------------------------------------------------------------------------------------
+# Each stage says whether it ran (`status`), how long it took (`ms`) and, when skipped, why (`detail`).
+
+
+class BotCheckStage(Wire):
+    status: StageStatus = "skipped"
+    ms: float = 0.0
+    detail: str | None = None
+    method: Literal["turnstile", "api_key", "none"] = "none"
+
+
+class RateLimitStage(Wire):
+    status: StageStatus = "skipped"
+    ms: float = 0.0
+    detail: str | None = None
+    limit: int | None = None
+    remaining: int | None = None
+    retry_after_s: int | None = None
+
+
+class CacheStage(Wire):
+    status: StageStatus = "skipped"
+    ms: float = 0.0
+    detail: str | None = None
+    cached_at: str | None = None
+
+
+class SpendStage(Wire):
+    status: StageStatus = "skipped"
+    ms: float = 0.0
+    detail: str | None = None
+    budget_usd: float | None = None
+    spent_usd: float | None = None
+    estimate_usd: float | None = None
+    charged_usd: float | None = None
+
+
+class ScreeningStage(Wire):
+    status: StageStatus = "skipped"
+    ms: float = 0.0
+    detail: str | None = None
+    decision: Literal["pass", "block"] | None = None
+    reason: Reason | None = None
+    deny_list_match: str | None = None
+    classifier: str | None = None
+    label: str | None = None
+    score: float | None = None
+
+
+class RetrievedPassage(Wire):
+    id: str
+    source: str
+    heading: str
+    text: str
+    score: float
+
+
+class RetrievalStage(Wire):
+    status: StageStatus = "skipped"
+    ms: float = 0.0
+    detail: str | None = None
+    k: int = 0
+    mode: str | None = None
+    embed_model: str | None = None
+    embed_ms: float | None = None
+    passages: list[RetrievedPassage] = msgspec.field(default_factory=list)
+
+
+class GenerationStage(Wire):
+    status: StageStatus = "skipped"
+    ms: float = 0.0
+    detail: str | None = None
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    empty: bool | None = None
+    used_passage_ids: list[str] = msgspec.field(default_factory=list)
+
+
+class DecompositionStage(Wire):
+    status: StageStatus = "skipped"
+    ms: float = 0.0
+    detail: str | None = None
+    model: str | None = None
+    claim_count: int = 0
+    dropped: list[str] = msgspec.field(default_factory=list)
+
+
+class EntailmentStage(Wire):
+    status: StageStatus = "skipped"
+    ms: float = 0.0
+    detail: str | None = None
+    verifiers: list[str] = msgspec.field(default_factory=list)
+
+
+class LexicalStage(Wire):
+    status: StageStatus = "skipped"
+    ms: float = 0.0
+    detail: str | None = None
+    capped: int = 0
+
+
+class ClaimResult(Wire):
+    text: str
+    score: float
+    supporting_passage_ids: list[str]
+    lexical_overlap: float
+    local_score: float
+    model_score: float | None = None
+    capped_by: str | None = None
+
+
+class GroundednessStage(Wire):
+    status: StageStatus = "skipped"
+    ms: float = 0.0
+    detail: str | None = None
+    score: float | None = None
+    min_claim: float | None = None
+    threshold: float = 0.70
+    min_claim_threshold: float = 0.40
+    decision: Literal["pass", "fail"] | None = None
+    claims: list[ClaimResult] = msgspec.field(default_factory=list)
+
+
+class Stages(Wire):
+    bot_check: BotCheckStage = msgspec.field(default_factory=BotCheckStage)
+    rate_limit: RateLimitStage = msgspec.field(default_factory=RateLimitStage)
+    cache: CacheStage = msgspec.field(default_factory=CacheStage)
+    spend: SpendStage = msgspec.field(default_factory=SpendStage)
+    screening: ScreeningStage = msgspec.field(default_factory=ScreeningStage)
+    retrieval: RetrievalStage = msgspec.field(default_factory=RetrievalStage)
+    generation: GenerationStage = msgspec.field(default_factory=GenerationStage)
+    decomposition: DecompositionStage = msgspec.field(default_factory=DecompositionStage)
+    entailment: EntailmentStage = msgspec.field(default_factory=EntailmentStage)
+    lexical_check: LexicalStage = msgspec.field(default_factory=LexicalStage)
+    groundedness: GroundednessStage = msgspec.field(default_factory=GroundednessStage)
+
+
+class Citation(Wire):
+    passage_id: str
+    source: str
+    heading: str
+
+
+class AskResponse(Wire):
+    request_id: str
+    question: str
+    status: Status
+    reason: Reason | None
+    answer: str | None
+    citations: list[Citation]
+    cached: bool
+    profile: str
+    total_ms: float
+    stages: Stages
+    message: str | None = None
+    corpus_version: str | None = None
+
+
+# --- other endpoints ----------------------------------------------------------------------------
+
+
+class Health(Wire):
+    status: Literal["ok", "degraded"]
+    database: Literal["up", "down"]
+    passages: int | None
+    profile: str
+    version: str
+    embed_model: str
+    corpus_version: str | None = None
+
+
+class CorpusFile(Wire):
+    source: str
+    passages: int
+    tokens: int
+
+
+class CorpusInfo(Wire):
+    version: str | None
+    model: str | None
+    passage_count: int
+    files: list[CorpusFile]
+    ingested_at: str | None = None
+
+
+class PassageOut(Wire):
+    id: str
+    source: str
+    heading: str
+    text: str
+    token_count: int
+    embedding_model: str
+
+
+class PublicConfig(Wire):
+    profile: str
+    turnstile_site_key: str | None
+    max_question_chars: int
+    examples: list[str]

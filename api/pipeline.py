@@ -1,0 +1,264 @@
+"""The one place that orders the stages of /ask.
+
+bot check -> rate limit -> cache -> spend cap -> screening -> retrieval -> generation -> decomposition
+-> entailment -> lexical check -> gate -> citations. Every stage leaves its record in `Stages`; a stage
+that did not run says so and why. A refused answer's text never leaves this module (debug log only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+
+import msgspec
+
+from provenance.embedder import Embedder
+from provenance.guards.base import Guards, NoGuards
+from provenance.logs import get_logger
+from provenance.models import AskResponse, ClaimResult, Reason, Stages, Status
+from provenance.profiles.ports import ModelError, Profile, Usage
+from provenance.settings import Settings
+from provenance.stages.citations import citations_from_support
+from provenance.stages.decompose import decompose
+from provenance.stages.entail import entail
+from provenance.stages.gate import gate
+from provenance.stages.generate import generate
+from provenance.stages.lexical import lexical_check
+from provenance.stages.retrieve import RetrievalOutcome, retrieve
+from provenance.stages.screen import screen_classifier, screen_deny_list
+from provenance.stages.timing import Timer
+from provenance.store import Store
+
+log = get_logger("provenance.pipeline")
+
+MESSAGES: dict[str, str] = {
+    "not_grounded": "The documents don't support an answer, so none is given. The evidence that was checked is shown.",
+    "no_answer": "Nothing in the retrieved passages answers this question, so no answer is given.",
+    "injection": "The question tries to change how the service behaves, so it was not sent to the model.",
+    "off_topic": "The question is not about the documents this service answers from.",
+    "rate_limited": "Too many questions from this client; try again later.",
+    "budget_exhausted": "Today's model budget is spent; cached answers are still served.",
+    "bot_check_failed": "The bot check failed; reload the page and try again.",
+    "model_error": "The language model could not be reached; nothing was answered.",
+}
+
+
+class Outcome(msgspec.Struct):
+    response: AskResponse
+    http_status: int = 200
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class Pipeline:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        embedder: Embedder,
+        profile: Profile,
+        guards: Guards | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.embedder = embedder
+        self.profile = profile
+        self.guards: Guards = guards or NoGuards()
+        self.corpus_model: str | None = None
+        self.corpus_version: str | None = None
+
+    async def refresh_corpus(self) -> None:
+        state = await self.store.corpus_state()
+        self.corpus_model = state.embedding_model if state else None
+        self.corpus_version = state.version if state else None
+
+    def settings_fingerprint(self) -> str:
+        s = self.settings
+        return (
+            f"{self.profile.name}|{s.anthropic_model if self.profile.paid else ''}|{s.embed_model}|"
+            f"{s.retrieval_k}|{s.retrieval_mode}|{s.gate_threshold}|{s.gate_min_claim}"
+        )
+
+    async def ask(
+        self,
+        question: str,
+        *,
+        request_id: str,
+        turnstile_token: str | None = None,
+        peer_ip: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        use_cache: bool = True,
+    ) -> Outcome:
+        started = time.perf_counter()
+        stages = Stages()
+        run = _Run(self, question, request_id, stages, started)
+        headers = headers or {}
+
+        # 1. Bot check: Turnstile for browsers, an API key for other apps.
+        bot = await self.guards.bot_check(turnstile_token, headers.get("authorization"), peer_ip)
+        stages.bot_check = bot.stage
+        if bot.stage.status == "blocked":
+            return run.finish("blocked", "bot_check_failed", http_status=403 if bot.unauthorized else 200)
+
+        # 2. Rate limit, per API key when one was presented, else per client IP.
+        limit = await self.guards.rate_limit(bot.client_key or self.guards.client_ip(peer_ip, headers))
+        stages.rate_limit = limit.stage
+        if limit.stage.status == "blocked":
+            retry = str(limit.stage.retry_after_s or 60)
+            return run.finish("blocked", "rate_limited", http_status=429, headers={"Retry-After": retry})
+
+        # 3. Cache: the whole earlier response, with its original stage figures.
+        cache_key = self.guards.cache_key(question, self.corpus_version, self.settings_fingerprint())
+        if use_cache:
+            hit = await self.guards.cache_get(cache_key)
+            stages.cache = hit.stage
+            if hit.response is not None:
+                cached = msgspec.structs.replace(
+                    hit.response,
+                    request_id=request_id,
+                    cached=True,
+                    total_ms=round((time.perf_counter() - started) * 1000, 2),
+                )
+                cached.stages.cache = hit.stage
+                cached.stages.bot_check = stages.bot_check
+                cached.stages.rate_limit = stages.rate_limit
+                return Outcome(cached)
+        else:
+            stages.cache.detail = "cache bypassed for this run"
+
+        # 4. Spend cap: reserve the worst-case cost before any paid call.
+        reservation = await self.guards.spend_reserve(self.profile)
+        stages.spend = reservation.stage
+        if reservation.stage.status == "blocked":
+            return run.finish("blocked", "budget_exhausted")
+
+        usages: list[Usage] = []
+        try:
+            outcome = await self._answer(run, usages)
+        except ModelError as exc:
+            log.warning("model error", error=str(exc))
+            outcome = run.finish("blocked", "model_error", detail=str(exc))
+        finally:
+            stages.spend = await self.guards.spend_settle(reservation, usages, self.profile)
+        if outcome.response.status != "blocked" and use_cache:
+            await self.guards.cache_put(cache_key, question, outcome.response)
+        return outcome
+
+    async def _answer(self, run: _Run, usages: list[Usage]) -> Outcome:
+        s, stages, question = self.settings, run.stages, run.question
+
+        # 5. Screening: the deny-list first (free); then the classifier. Free local work (embedding and
+        # retrieval) runs alongside a paid classifier call; the local classifier needs retrieval's scores.
+        denied = screen_deny_list(question)
+        if denied is not None:
+            stages.screening = denied.stage
+            return run.finish("blocked", "injection")
+        retrieval_task = asyncio.create_task(
+            retrieve(question, self.embedder, self.store, s.retrieval_k, s.retrieval_mode, self.corpus_model)
+        )
+        screen_timer = Timer()
+        try:
+            if self.profile.paid:
+                screened = await screen_classifier(question, self.profile.screener, [])
+                retrieval: RetrievalOutcome = await retrieval_task
+            else:
+                retrieval = await retrieval_task
+                screened = await screen_classifier(question, self.profile.screener, retrieval.passages)
+                screened.stage.ms = screen_timer.ms - retrieval.stage.ms
+        finally:
+            if not retrieval_task.done():
+                retrieval_task.cancel()
+        if screened.usage:
+            usages.append(screened.usage)
+        stages.screening = screened.stage
+        stages.retrieval = retrieval.stage
+        if screened.blocked:
+            return run.finish("blocked", screened.stage.reason or "injection")
+
+        # 6. Generation from the retrieved passages only.
+        passages = retrieval.passages
+        generated = await generate(question, self.profile.generator, passages)
+        usages.append(generated.generation.usage)
+        stages.generation = generated.stage
+        answer = generated.generation.answer
+        if not answer:
+            for name in ("decomposition", "entailment", "lexical_check", "groundedness"):
+                getattr(stages, name).detail = "skipped: the generator gave no answer"
+            return run.finish("refused", "no_answer")
+
+        # 7-10. Claims, entailment by every verifier, the lexical sanity check, the gate.
+        decomposed = await decompose(question, answer, self.profile.decomposer)
+        usages.append(decomposed.usage)
+        stages.decomposition = decomposed.stage
+        entailed = await entail(question, decomposed.claims, passages, self.profile.verifiers)
+        usages.extend(entailed.usages)
+        stages.entailment = entailed.stage
+        checked = lexical_check(entailed.claims, passages)
+        stages.lexical_check = checked.stage
+        verdict = gate(checked.claims, s.gate_threshold, s.gate_min_claim)
+        stages.groundedness = verdict
+        if verdict.decision != "pass":
+            log.debug("refused answer", answer=answer, score=verdict.score)
+            return run.finish("refused", "not_grounded", claims=checked.claims)
+
+        citations = citations_from_support(checked.claims, passages, s.gate_min_claim)
+        return run.finish("answered", None, answer=answer, citations=citations)
+
+
+class _Run:
+    """Builds the final AskResponse from whatever stages ran."""
+
+    def __init__(
+        self, pipeline: Pipeline, question: str, request_id: str, stages: Stages, started: float
+    ) -> None:
+        self.pipeline = pipeline
+        self.question = question
+        self.request_id = request_id
+        self.stages = stages
+        self.started = started
+
+    def finish(
+        self,
+        status: Status,
+        reason: Reason | None,
+        *,
+        answer: str | None = None,
+        citations: list | None = None,  # type: ignore[type-arg]
+        claims: list[ClaimResult] | None = None,
+        http_status: int = 200,
+        headers: dict[str, str] | None = None,
+        detail: str | None = None,
+    ) -> Outcome:
+        stages = self.stages
+        for name in Stages.__struct_fields__:
+            stage = getattr(stages, name)
+            if stage.status == "skipped" and stage.detail is None:
+                stage.detail = _skip_reason(status, reason)
+        message = MESSAGES.get(reason or "")
+        if reason == "not_grounded" and stages.groundedness.detail:
+            message = f"{message} ({stages.groundedness.detail})"
+        if detail and reason == "model_error":
+            message = f"{message} ({detail})"
+        response = AskResponse(
+            request_id=self.request_id,
+            question=self.question,
+            status=status,
+            reason=reason,
+            answer=answer if status == "answered" else None,
+            citations=citations or [] if status == "answered" else [],
+            cached=False,
+            profile=self.pipeline.profile.name,
+            total_ms=round((time.perf_counter() - self.started) * 1000, 2),
+            stages=stages,
+            message=message,
+            corpus_version=self.pipeline.corpus_version,
+        )
+        return Outcome(response, http_status, headers or {})
+
+
+def _skip_reason(status: Status, reason: Reason | None) -> str:
+    if status == "blocked":
+        return f"skipped: the request was blocked ({reason})"
+    if status == "refused":
+        return f"skipped: the request was refused ({reason})"
+    return "skipped"

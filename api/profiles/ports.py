@@ -1,0 +1,87 @@
+"""Ports: the small protocols the pipeline stages call. Each profile supplies real implementations."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, Protocol
+
+import msgspec
+
+from provenance.store import ScoredPassage
+
+
+class Usage(msgspec.Struct, frozen=True):
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class ModelError(Exception):
+    """A model call failed after bounded retries; the request ends `blocked` with `model_error`."""
+
+
+class ScreenVerdict(msgspec.Struct, frozen=True):
+    label: Literal["ok", "injection", "off_topic"]
+    score: float
+    classifier: str
+    usage: Usage | None = None
+
+
+class Generation(msgspec.Struct, frozen=True):
+    answer: str
+    used_passage_ids: list[str]
+    usage: Usage
+
+
+class Decomposition(msgspec.Struct, frozen=True):
+    claims: list[str]
+    usage: Usage
+
+
+class ClaimVerdict(msgspec.Struct, frozen=True):
+    """One verifier's view of one claim: probability it is supported, and by which passages."""
+
+    score: float
+    supporting_passage_ids: list[str]
+
+
+class Verification(msgspec.Struct, frozen=True):
+    verdicts: list[ClaimVerdict]
+    usage: Usage | None = None
+
+
+class Screener(Protocol):
+    name: str
+
+    async def classify(self, question: str, passages: Sequence[ScoredPassage]) -> ScreenVerdict: ...
+
+
+class Generator(Protocol):
+    name: str
+
+    async def generate(self, question: str, passages: Sequence[ScoredPassage]) -> Generation: ...
+
+
+class Decomposer(Protocol):
+    name: str
+
+    async def decompose(self, question: str, answer: str) -> Decomposition: ...
+
+
+class Verifier(Protocol):
+    name: str
+
+    async def verify(
+        self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]
+    ) -> Verification: ...
+
+
+class Profile(msgspec.Struct, frozen=True):
+    """What a model profile provides to the pipeline. `verifiers[0]` is always the local verifier."""
+
+    name: str
+    screener: Screener
+    generator: Generator
+    decomposer: Decomposer
+    verifiers: tuple[Verifier, ...]
+    paid: bool

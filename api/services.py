@@ -1,0 +1,64 @@
+"""Everything a running service holds: settings, pool, store, embedder, profile, pipeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import asyncpg
+
+from provenance.db import create_pool, migrate, resolve_database_url
+from provenance.embedder import Embedder, get_embedder
+from provenance.guards.base import Guards
+from provenance.pipeline import Pipeline
+from provenance.profiles.local import build_local_profile
+from provenance.profiles.ports import Profile
+from provenance.settings import Settings
+from provenance.store import Store
+
+
+@dataclass
+class Services:
+    settings: Settings
+    pool: asyncpg.Pool
+    store: Store
+    embedder: Embedder
+    profile: Profile
+    pipeline: Pipeline
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+
+def load_embedder(settings: Settings) -> Embedder:
+    return get_embedder(
+        settings.embed_model, settings.data_dir, settings.embed_threads, settings.embed_batch_size
+    )
+
+
+def build_profile(settings: Settings, embedder: Embedder) -> Profile:
+    if settings.profile == "anthropic":
+        from provenance.profiles.anthropic import build_anthropic_profile
+
+        return build_anthropic_profile(settings, embedder)
+    return build_local_profile(embedder)
+
+
+def build_guards(settings: Settings, store: Store) -> Guards | None:
+    try:
+        from provenance.guards.postgres import PostgresGuards
+    except ImportError:  # pragma: no cover - guards land in their own change
+        return None
+    return PostgresGuards(settings, store)
+
+
+async def build_services(settings: Settings, *, with_guards: bool = True) -> Services:
+    dsn = resolve_database_url(settings)
+    pool = await create_pool(dsn, settings)
+    await migrate(pool)
+    store = Store(pool)
+    embedder = load_embedder(settings)
+    profile = build_profile(settings, embedder)
+    guards = build_guards(settings, store) if with_guards else None
+    pipeline = Pipeline(settings, store, embedder, profile, guards)
+    await pipeline.refresh_corpus()
+    return Services(settings, pool, store, embedder, profile, pipeline)

@@ -1,0 +1,24 @@
+"""Citations come from the passages that verified claims rest on, never from what the generator says."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from provenance.models import Citation, ClaimResult
+from provenance.store import ScoredPassage
+
+
+def citations_from_support(
+    claims: Sequence[ClaimResult], passages: Sequence[ScoredPassage], min_claim_threshold: float
+) -> list[Citation]:
+    by_id = {p.id: p for p in passages}
+    cited: list[Citation] = []
+    seen: set[str] = set()
+    for claim in claims:
+        if claim.score < min_claim_threshold:
+            continue
+        for pid in claim.supporting_passage_ids:
+            if pid in by_id and pid not in seen:
+                seen.add(pid)
+                cited.append(Citation(passage_id=pid, source=by_id[pid].source, heading=by_id[pid].heading))
+    return cited

@@ -1,0 +1,42 @@
+"""Generation: the profile's generator answers from the retrieved passages, or returns an empty answer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from provenance.models import GenerationStage
+from provenance.profiles.ports import Generation, Generator
+from provenance.stages.timing import Timer
+from provenance.store import ScoredPassage
+
+
+class GenerationOutcome(msgspec.Struct, frozen=True):
+    stage: GenerationStage
+    generation: Generation
+
+
+async def generate(
+    question: str, generator: Generator, passages: Sequence[ScoredPassage]
+) -> GenerationOutcome:
+    timer = Timer()
+    generation = await generator.generate(question, passages)
+    given = {p.id for p in passages}
+    # A generator may only claim to have used passages it was shown.
+    used = [pid for pid in generation.used_passage_ids if pid in given]
+    answer = generation.answer.strip()
+    generation = msgspec.structs.replace(generation, answer=answer, used_passage_ids=used)
+    stage = GenerationStage(
+        status="ok",
+        ms=timer.ms,
+        model=generation.usage.model,
+        input_tokens=generation.usage.input_tokens,
+        output_tokens=generation.usage.output_tokens,
+        empty=not answer,
+        used_passage_ids=used,
+        detail="the generator found nothing in the passages that answers the question"
+        if not answer
+        else None,
+    )
+    return GenerationOutcome(stage, generation)

@@ -1,0 +1,50 @@
+"""Lexical sanity check: a claim that shares almost no content words with any retrieved passage, or
+states a number or date its supporting passage lacks, has its score capped whatever the verifiers said."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from provenance import text as T
+from provenance.models import ClaimResult, LexicalStage
+from provenance.stages.timing import Timer
+from provenance.store import ScoredPassage
+
+MIN_OVERLAP = 0.34
+LOW_OVERLAP_CAP = 0.2
+UNSUPPORTED_NUMBER_CAP = 0.2
+
+
+class LexicalOutcome(msgspec.Struct, frozen=True):
+    stage: LexicalStage
+    claims: list[ClaimResult]
+
+
+def check_claim(claim: ClaimResult, passages: Sequence[ScoredPassage]) -> ClaimResult:
+    terms = T.content_terms(claim.text)
+    by_id = {p.id: p for p in passages}
+    overlaps = [T.overlap(terms, T.content_terms(p.text) | T.content_terms(p.heading)) for p in passages]
+    best = max(overlaps, default=0.0)
+    score, capped_by = claim.score, None
+    if best < MIN_OVERLAP:
+        score, capped_by = min(score, LOW_OVERLAP_CAP), "low_lexical_overlap"
+    support_text = " ".join(by_id[pid].text for pid in claim.supporting_passage_ids if pid in by_id)
+    missing_numbers = T.bare_numbers(claim.text) - T.bare_numbers(support_text)
+    missing_months = T.months(claim.text) - T.months(support_text)
+    if missing_numbers or missing_months:
+        score, capped_by = min(score, UNSUPPORTED_NUMBER_CAP), "number_or_date_not_in_support"
+    return msgspec.structs.replace(
+        claim, score=round(score, 4), lexical_overlap=round(best, 3), capped_by=capped_by
+    )
+
+
+def lexical_check(claims: Sequence[ClaimResult], passages: Sequence[ScoredPassage]) -> LexicalOutcome:
+    timer = Timer()
+    checked = [check_claim(c, passages) for c in claims]
+    capped = sum(1 for c in checked if c.capped_by)
+    stage = LexicalStage(
+        status="ok", ms=timer.ms, capped=capped, detail=f"capped {capped} claim(s)" if capped else None
+    )
+    return LexicalOutcome(stage, checked)

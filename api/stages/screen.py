@@ -1,0 +1,97 @@
+"""Screening: a deny-list (instant, free) and a classifier for injection and off-topic questions."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import msgspec
+
+from provenance.models import ScreeningStage
+from provenance.profiles.ports import Screener, ScreenVerdict, Usage
+from provenance.stages.timing import Timer
+from provenance.store import ScoredPassage
+
+# Patterns of instruction override, prompt extraction and persona jailbreaks. Matching is on a normalised
+# question (lower case, single spaces) so spacing and case tricks don't slip through.
+DENY_LIST: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(pattern))
+    for name, pattern in (
+        ("override", r"\b(ignore|disregard|forget|override|bypass)\b.{0,40}\b(instructions?|prompts?|rules|"
+                     r"guidelines|directions|context|documents?|handbook)\b"),
+        ("prompt_extraction", r"\b(system|hidden|initial|original|secret)\s+(prompt|instructions?|message|rules)\b"),
+        ("prompt_extraction", r"\b(reveal|print|show|repeat|output|leak|dump)\b.{0,30}\b(prompt|instructions?|"
+                              r"configuration|config|api keys?|secrets?|credentials)\b"),
+        ("jailbreak", r"\b(jailbreak|dan mode|do anything now|developer mode|god mode|no (rules|restrictions|"
+                      r"filters)|unfiltered|uncensored)\b"),
+        ("jailbreak", r"\bpretend (you are|to be|you're)\b|\byou are now\b|\bact as (an?|the|my)\b|\brole-?play\b"),
+        ("override", r"\b(system override|sudo|admin mode)\b|^\s*(system|assistant)\s*:"),
+        ("override", r"\b(answer|respond)\b.{0,30}\b(own knowledge|without (the )?(documents?|handbook|sources?))\b"),
+    )
+)  # fmt: skip
+
+
+def deny_list_match(question: str) -> str | None:
+    normalised = " ".join(question.lower().split())
+    for name, pattern in DENY_LIST:
+        if pattern.search(normalised):
+            return name
+    return None
+
+
+class ScreenOutcome(msgspec.Struct, frozen=True):
+    stage: ScreeningStage
+    usage: Usage | None = None
+
+    @property
+    def blocked(self) -> bool:
+        return self.stage.decision == "block"
+
+
+def screen_deny_list(question: str) -> ScreenOutcome | None:
+    """The free half of screening; a hit blocks before anything else (retrieval included) runs."""
+    timer = Timer()
+    match = deny_list_match(question)
+    if match is None:
+        return None
+    return ScreenOutcome(
+        ScreeningStage(
+            status="blocked",
+            ms=timer.ms,
+            decision="block",
+            reason="injection",
+            deny_list_match=match,
+            detail=f"the question matches the deny-list ({match.replace('_', ' ')})",
+        )
+    )
+
+
+async def screen_classifier(
+    question: str, screener: Screener, passages: Sequence[ScoredPassage], elapsed_ms: float = 0.0
+) -> ScreenOutcome:
+    timer = Timer()
+    verdict: ScreenVerdict = await screener.classify(question, passages)
+    ms = round(elapsed_ms + timer.ms, 2)
+    if verdict.label == "ok":
+        stage = ScreeningStage(
+            status="ok",
+            ms=ms,
+            decision="pass",
+            classifier=verdict.classifier,
+            label="ok",
+            score=verdict.score,
+        )
+    else:
+        stage = ScreeningStage(
+            status="blocked",
+            ms=ms,
+            decision="block",
+            reason=verdict.label,
+            classifier=verdict.classifier,
+            label=verdict.label,
+            score=verdict.score,
+            detail="the classifier judged the question "
+            + ("an attempt to override the service's instructions" if verdict.label == "injection" else
+               "unrelated to the documents"),
+        )  # fmt: skip
+    return ScreenOutcome(stage, verdict.usage)

@@ -1,0 +1,403 @@
+"""Small, dependency-free text analysis shared by the local generator, verifier and lexical check."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+STOPWORDS = frozenset(
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "aren't",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "can't",
+        "cannot",
+        "could",
+        "couldn't",
+        "did",
+        "didn't",
+        "do",
+        "does",
+        "doesn't",
+        "doing",
+        "don't",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "hadn't",
+        "has",
+        "hasn't",
+        "have",
+        "haven't",
+        "having",
+        "he",
+        "he'd",
+        "he'll",
+        "he's",
+        "her",
+        "here",
+        "here's",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "how's",
+        "i",
+        "i'd",
+        "i'll",
+        "i'm",
+        "i've",
+        "if",
+        "in",
+        "into",
+        "is",
+        "isn't",
+        "it",
+        "it's",
+        "its",
+        "itself",
+        "let's",
+        "me",
+        "more",
+        "most",
+        "mustn't",
+        "my",
+        "myself",
+        "nor",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "ought",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "same",
+        "shan't",
+        "she",
+        "she'd",
+        "she'll",
+        "she's",
+        "should",
+        "shouldn't",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "that's",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "there's",
+        "these",
+        "they",
+        "they'd",
+        "they'll",
+        "they're",
+        "they've",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "wasn't",
+        "we",
+        "we'd",
+        "we'll",
+        "we're",
+        "we've",
+        "were",
+        "weren't",
+        "what",
+        "what's",
+        "when",
+        "when's",
+        "where",
+        "where's",
+        "which",
+        "while",
+        "who",
+        "who's",
+        "whom",
+        "why",
+        "why's",
+        "with",
+        "won't",
+        "would",
+        "wouldn't",
+        "you",
+        "you'd",
+        "you'll",
+        "you're",
+        "you've",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "also",
+        "get",
+        "got",
+        "may",
+        "might",
+        "must",
+        "will",
+        "shall",
+        "just",
+        "ever",
+        "much",
+        "many",
+        "does",
+        "tell",
+        "know",
+        "please",
+        "would",
+        "like",
+        "want",
+        "need",
+        "one",
+        "use",
+        "used",
+        "using",
+        "there's",
+        "anyone",
+        "someone",
+        "something",
+        "thing",
+        "things",
+        "way",
+        "able",
+    ]
+)
+# Words that ask rather than inform: they carry no content for coverage checks.
+QUESTION_WORDS = frozenset(
+    [
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "is",
+        "are",
+        "do",
+        "does",
+        "can",
+        "could",
+    ]
+)
+NEGATIONS = frozenset(
+    [
+        "not",
+        "no",
+        "never",
+        "none",
+        "nobody",
+        "nothing",
+        "neither",
+        "nor",
+        "cannot",
+        "can't",
+        "don't",
+        "doesn't",
+        "didn't",
+        "isn't",
+        "aren't",
+        "wasn't",
+        "weren't",
+        "won't",
+        "wouldn't",
+        "shouldn't",
+        "mustn't",
+        "without",
+    ]
+)
+MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+]
+_MONTHS = frozenset(MONTHS)
+_WORD = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?(?:[.,:][0-9]+)*")
+_NUMBER = re.compile(r"(?<![\w.])[$£€]?\d+(?:[.,:]\d+)*(?:\s?%)?")
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9$£€])")
+_NUMBER_WORDS = {
+    "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7", "eight": "8",
+    "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "fifteen": "15", "twenty": "20", "thirty": "30",
+    "forty": "40", "fifty": "50", "hundred": "100",
+}  # fmt: skip
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text.lower().replace("’", "'"))
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """A light suffix stripper: enough to match 'lockers'/'locker' and 'booking'/'book'."""
+    w = word.lower().replace("'s", "")
+    if len(w) <= 3 or w.isdigit():
+        return w
+    for suffix, keep in (
+        ("ational", "ate"), ("ization", "ize"), ("iveness", "ive"), ("fulness", "ful"), ("ousness", "ous"),
+        ("ies", "y"), ("ied", "y"), ("sses", "ss"), ("ings", ""), ("ing", ""), ("edly", ""), ("ed", ""),
+        ("ly", ""), ("es", "e"), ("s", ""),
+    ):  # fmt: skip
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            w = w[: len(w) - len(suffix)] + keep
+            break
+    if w.endswith("e") and len(w) > 4:
+        w = w[:-1]
+    if len(w) > 4 and w[-1] == w[-2] and w[-1] not in "lsz":
+        w = w[:-1]
+    return w
+
+
+def content_terms(text: str) -> set[str]:
+    """Stems of the words that carry meaning (no stopwords, no question words)."""
+    out = set()
+    for w in words(text):
+        if w in STOPWORDS or w in QUESTION_WORDS or (len(w) < 2 and not w.isdigit()):
+            continue
+        out.add(_NUMBER_WORDS.get(w, stem(w)))
+    return out
+
+
+def numbers(text: str) -> set[str]:
+    """Numbers as written, normalised: '$14', '14', '9:30', '50%' (currency sign kept: $14 is not 14 days)."""
+    found = set()
+    for m in _NUMBER.findall(text):
+        value = m.replace(" ", "").replace(",", "")
+        if value.endswith(".00"):
+            value = value[:-3]
+        found.add(value)
+    for w in words(text):
+        if w in _NUMBER_WORDS:
+            found.add(_NUMBER_WORDS[w])
+    return found
+
+
+def bare_numbers(text: str) -> set[str]:
+    return {n.lstrip("$£€").rstrip("%") for n in numbers(text)}
+
+
+def emails(text: str) -> set[str]:
+    return {e.lower().rstrip(".") for e in _EMAIL.findall(text)}
+
+
+def months(text: str) -> set[str]:
+    return {w[:3] for w in words(text) if w in _MONTHS and w != "may"} | (
+        {"may"} if re.search(r"\bMay\b", text) else set()
+    )
+
+
+def entities(text: str) -> set[str]:
+    """Capitalised words that are not sentence-initial: names of people, places, tiers, rooms."""
+    found = set()
+    for sentence in split_sentences(text):
+        tokens = re.findall(r"[A-Za-z][\w'’-]*", sentence)
+        for i, tok in enumerate(tokens):
+            if i == 0 or not tok[0].isupper() or tok.lower() in STOPWORDS or tok.lower() in _MONTHS:
+                continue
+            found.add(stem(tok.lower()))
+    return found
+
+
+def has_negation(text: str) -> bool:
+    return any(w in NEGATIONS or w.endswith("n't") for w in words(text))
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of a passage; each list item or line of a list counts as one."""
+    out: list[str] = []
+    for block in re.split(r"\n\s*\n", text):
+        lines = [ln.strip() for ln in block.splitlines() if ln.strip()]
+        is_list = all(re.match(r"^([-*+]|\d+[.)])\s+", ln) for ln in lines[1:]) and len(lines) > 1
+        units = (
+            lines
+            if is_list or any(re.match(r"^([-*+]|\d+[.)])\s+", ln) for ln in lines)
+            else [" ".join(lines)]
+        )
+        for unit in units:
+            unit = re.sub(r"^([-*+]|\d+[.)])\s+", "", unit)
+            out.extend(s.strip() for s in _SENTENCE_END.split(unit) if len(s.strip()) > 1)
+    return out
+
+
+def overlap(a: set[str], b: set[str]) -> float:
+    """Share of `a` found in `b` (1.0 when `a` is empty: nothing to contradict)."""
+    return 1.0 if not a else len(a & b) / len(a)
+
+
+def normalise_question(text: str) -> str:
+    return " ".join(words(text))

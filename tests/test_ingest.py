@@ -1,0 +1,80 @@
+import shutil
+from pathlib import Path
+
+from provenance.embedder import Embedder
+from provenance.ingest import ingest
+from provenance.settings import REPO_ROOT
+from provenance.store import Store
+
+
+class CountingEmbedder:
+    """The real embedder, counting how many texts it was asked to embed."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.model_name = inner.model_name
+        self.dim = inner.dim
+        self.embedded = 0
+
+    def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+        self.embedded += len(texts)
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text):  # type: ignore[no-untyped-def]
+        return self.inner.embed_query(text)
+
+    def count_tokens(self, text):  # type: ignore[no-untyped-def]
+        return self.inner.count_tokens(text)
+
+
+async def test_ingest_embeds_once_and_then_only_what_changed(
+    fresh_store: Store, embedder: Embedder, tmp_path: Path
+) -> None:
+    corpus = tmp_path / "corpus"
+    shutil.copytree(REPO_ROOT / "corpus", corpus)
+    counting = CountingEmbedder(embedder)
+
+    first = await ingest(fresh_store, corpus, lambda: counting, embedder.model_name)
+    assert first.embedded == first.passages == counting.embedded > 20
+    version_1 = first.version
+
+    second = await ingest(fresh_store, corpus, lambda: counting, embedder.model_name)
+    assert second.unchanged and counting.embedded == first.passages  # nothing re-embedded
+
+    target = corpus / "05-storage-and-lockers.md"
+    target.write_text(target.read_text().replace("$14 per month", "$15 per month"))
+    edited_file_passages = sum(1 for pid in await fresh_store.stored_hashes() if pid.startswith("05-"))
+    third = await ingest(fresh_store, corpus, lambda: counting, embedder.model_name)
+    assert third.embedded == 1  # only the edited section's passage
+    assert third.version != version_1
+    assert counting.embedded == first.passages + 1
+    assert edited_file_passages >= 2
+
+    (corpus / "08-contacts-and-governance.md").unlink()
+    fourth = await ingest(fresh_store, corpus, lambda: counting, embedder.model_name)
+    assert fourth.deleted > 0 and fourth.embedded == 0
+    assert not any(pid.startswith("08-") for pid in await fresh_store.stored_hashes())
+
+
+async def test_bad_files_are_reported_and_skipped(
+    fresh_store: Store, embedder: Embedder, tmp_path: Path
+) -> None:
+    (tmp_path / "good.md").write_text("# Doc\n\n## Hours\n\nWe open at nine.\n")
+    (tmp_path / "binary.md").write_bytes(b"\x89PNG\x00\x00\x01")
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9 menu".encode("latin-1"))
+    (tmp_path / "empty.md").write_text("  \n")
+    (tmp_path / "image.png").write_bytes(b"\x89PNG")
+    report = await ingest(fresh_store, tmp_path, lambda: embedder, embedder.model_name)
+    skipped = dict(report.skipped_files)
+    assert set(skipped) == {"binary.md", "latin1.txt", "empty.md", "image.png"}
+    assert "UTF-8" in skipped["latin1.txt"] and "binary" in skipped["binary.md"]
+    assert report.passages == 1
+    assert list(await fresh_store.stored_hashes()) == ["good.md#hours"]
+
+
+async def test_coverage_notes_are_not_ingested(fresh_store: Store, embedder: Embedder) -> None:
+    report = await ingest(fresh_store, REPO_ROOT / "corpus", lambda: embedder, embedder.model_name)
+    assert not any(pid.startswith("COVERAGE") for pid in await fresh_store.stored_hashes())
+    state = await fresh_store.corpus_state()
+    assert state is not None and state.passage_count == report.passages
+    assert len(state.files) == 8
