@@ -1,0 +1,59 @@
+"""What model calls cost, in USD, for the daily spend cap.
+
+Prices are list prices per million tokens. An unknown model is charged at the Claude Haiku 4.5 price
+rather than zero, so a typo in ANTHROPIC_MODEL can overspend the estimate but never bypass the cap.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from provenance.profiles.ports import Usage
+
+_PER_TOKEN = 1_000_000
+
+
+class Price(msgspec.Struct, frozen=True):
+    input_per_mtok: float
+    output_per_mtok: float
+
+
+FREE = Price(input_per_mtok=0.0, output_per_mtok=0.0)
+HAIKU_4_5 = Price(input_per_mtok=1.00, output_per_mtok=5.00)
+HAIKU_3_5 = Price(input_per_mtok=0.80, output_per_mtok=4.00)
+DEFAULT_PRICE = HAIKU_4_5
+
+PRICES: dict[str, Price] = {
+    "claude-haiku-4-5": HAIKU_4_5,
+    "claude-haiku-4-5-20251001": HAIKU_4_5,
+    "claude-3-5-haiku-latest": HAIKU_3_5,
+    "claude-3-5-haiku-20241022": HAIKU_3_5,
+}
+
+# The local profile names its components "local-extractive", "local-calibrated-verifier", and the
+# embedder "local/...": anything in that family runs on this machine and costs nothing.
+_LOCAL_PREFIXES = ("local-", "local/", "local:")
+
+
+def is_local_model(model: str) -> bool:
+    return model == "local" or model.startswith(_LOCAL_PREFIXES)
+
+
+def price_for(model: str) -> Price:
+    if is_local_model(model):
+        return FREE
+    return PRICES.get(model, DEFAULT_PRICE)
+
+
+def cost_usd(usage: Usage) -> float:
+    """The cost of one completed call, from the token counts the API reported."""
+    price = price_for(usage.model)
+    return (usage.input_tokens * price.input_per_mtok + usage.output_tokens * price.output_per_mtok) / _PER_TOKEN
+
+
+def max_call_cost_usd(model: str, max_input_tokens: int, max_output_tokens: int) -> float:
+    """The most one call can cost: what the spend cap reserves before the call is made."""
+    price = price_for(model)
+    return (
+        max(0, max_input_tokens) * price.input_per_mtok + max(0, max_output_tokens) * price.output_per_mtok
+    ) / _PER_TOKEN
