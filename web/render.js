@@ -1,0 +1,375 @@
+// Turns one AskResponse into DOM: verdict, answer or the reason for refusing, evidence, pipeline.
+import { h, isNum, fmtScore, fmtMs, fmtUsd, fmtInt, clamp01 } from './dom.js';
+
+const VERDICTS = {
+  answered: { title: 'Answered', sub: 'Every claim in the answer was checked against the documents.', icon: '✓' },
+  refused: { title: 'Refused', sub: 'No answer was given.', icon: '!' },
+  blocked: { title: 'Blocked', sub: 'The question was stopped before the documents were searched.', icon: '×' },
+};
+
+// Plain words for each refusal/block reason: a headline and one sentence of explanation.
+export const REASONS = {
+  not_grounded: ["The documents don't support an answer",
+    'A draft answer was written, but its claims could not be matched closely enough to the source passages, so it was withheld.'],
+  no_answer: ["The documents don't contain an answer",
+    'Nothing in the retrieved passages answers this question, so no answer was written.'],
+  injection: ['The question looks like an attempt to change the rules',
+    'It was screened out as a possible prompt injection. The documents were not searched.'],
+  off_topic: ["The question is outside what the documents cover",
+    'It was screened out as off-topic for this collection of documents.'],
+  rate_limited: ['Too many questions in a short time',
+    'There is a limit on how many questions can be asked per minute.'],
+  budget_exhausted: ["The service's spending cap has been reached",
+    'No more model calls can be made until the budget resets.'],
+  bot_check_failed: ["The bot check didn't pass",
+    'Complete the check above the examples (or reload the page), then ask again.'],
+  model_error: ["The language model didn't respond",
+    'No answer could be written or checked. Please try again shortly.'],
+};
+
+// Pipeline order, wire key, test id suffix and label.
+const STAGES = [
+  ['botCheck', 'bot-check', 'Bot check'],
+  ['rateLimit', 'rate-limit', 'Rate limit'],
+  ['cache', 'cache', 'Cache'],
+  ['spend', 'spend', 'Spend cap'],
+  ['screening', 'screening', 'Screening'],
+  ['retrieval', 'retrieval', 'Retrieval'],
+  ['generation', 'generation', 'Generation'],
+  ['decomposition', 'decomposition', 'Claim split'],
+  ['entailment', 'entailment', 'Entailment'],
+  ['lexicalCheck', 'lexical-check', 'Lexical check'],
+  ['groundedness', 'groundedness', 'Gate'],
+];
+
+const STATUS_WORDS = { ok: 'ok', skipped: 'skipped', blocked: 'blocked', failed: 'failed', hit: 'hit', miss: 'miss' };
+
+/* ---------- bars ---------- */
+
+/** A horizontal 0–1 bar; `mark` draws a threshold line, `tone` colours the fill. */
+export function scoreBar(value, { mark = null, tone = 'neutral', label = '', scale = 1 } = {}) {
+  const fill = h('span', { class: 'bar__fill' });
+  fill.style.width = `${(clamp01(value / (scale || 1)) * 100).toFixed(1)}%`;
+  const parts = [fill];
+  if (isNum(mark)) {
+    const m = h('span', { class: 'bar__mark' });
+    m.style.left = `${(clamp01(mark) * 100).toFixed(1)}%`;
+    parts.push(m);
+  }
+  const aria = `${label ? `${label}: ` : ''}${fmtScore(value)}${isNum(mark) ? `, threshold ${fmtScore(mark)}` : ''}`;
+  return h('span', { class: `bar bar--${tone}`, role: 'img', 'aria-label': aria }, parts);
+}
+
+/** The gate's two tests drawn as gauges: mean score vs threshold, weakest claim vs its floor. */
+export function gateGauge(g) {
+  if (!g || (!isNum(g.score) && !isNum(g.minClaim))) return null;
+  const row = (name, value, threshold, what) => {
+    const pass = isNum(value) && value >= threshold;
+    return h('div', { class: `gauge gauge--${pass ? 'pass' : 'fail'}` },
+      h('span', { class: 'gauge__name' }, name, h('span', { class: 'gauge__what', text: what })),
+      scoreBar(value, { mark: threshold, tone: pass ? 'good' : 'bad', label: name }),
+      h('span', { class: 'gauge__value' },
+        h('strong', { text: fmtScore(value) }), ` ${pass ? '≥' : '<'} ${fmtScore(threshold)} `,
+        h('span', { class: `pill pill--${pass ? 'pass' : 'fail'}`, text: isNum(value) ? (pass ? 'pass' : 'fail') : 'not measured' })));
+  };
+  return h('div', { class: 'gate', 'data-decision': g.decision || '' },
+    row('Mean support', g.score, g.threshold, 'average over all claims'),
+    row('Weakest claim', g.minClaim, g.minClaimThreshold, 'lowest single claim'));
+}
+
+/* ---------- the whole response ---------- */
+
+/**
+ * Render `resp` into two containers: `summary` (verdict, answer or why; live region)
+ * and `details` (evidence and pipeline). `opts.retryAfter` (seconds) from the Retry-After header;
+ * `opts.loadPassage(id)` returns a Promise of a PassageOut.
+ */
+export function renderResponse(summary, details, resp, opts = {}) {
+  const stages = resp.stages || {};
+  const passages = stages.retrieval?.passages || [];
+  const claims = stages.groundedness?.claims || [];
+  const labels = new Map(passages.map((p, i) => [p.id, `P${i + 1}`]));
+  const ctx = { passages, labels, loadPassage: opts.loadPassage };
+
+  summary.replaceChildren(verdictBanner(resp), questionEcho(resp.question),
+    resp.status === 'answered' ? answerBlock(resp, ctx) : whyBlock(resp, opts.retryAfter));
+
+  const evidence = passages.length || claims.length ? evidenceBlock(resp, ctx) : null;
+  details.replaceChildren(...[evidence, pipelinePanel(resp)].filter(Boolean));
+}
+
+function verdictBanner(resp) {
+  const v = VERDICTS[resp.status] || { title: resp.status, sub: '', icon: '?' };
+  const reason = resp.reason && REASONS[resp.reason];
+  const meta = h('ul', { class: 'verdict__meta', 'aria-label': 'Request details' },
+    h('li', { class: resp.cached ? 'chip chip--cached' : 'chip', 'data-testid': 'cached', text: resp.cached ? 'Cached result' : resp.status === 'blocked' ? 'Not cached' : 'Fresh result' }),
+    h('li', { class: 'chip', 'data-testid': 'total-ms' }, 'Total ', fmtMs(resp.totalMs)),
+    resp.profile ? h('li', { class: 'chip', text: `Profile: ${resp.profile}` }) : null);
+  return h('div', { class: `verdict verdict--${resp.status}`, 'data-testid': 'verdict', 'data-status': resp.status },
+    h('span', { class: 'verdict__icon', 'aria-hidden': 'true', text: v.icon }),
+    h('div', { class: 'verdict__body' },
+      h('h2', { class: 'verdict__title', id: 'verdict-title' }, v.title),
+      h('p', { class: 'verdict__sub', text: reason ? `${reason[0]}.` : v.sub })),
+    meta);
+}
+
+function questionEcho(q) {
+  return q ? h('p', { class: 'question-echo' }, h('span', { class: 'question-echo__label', text: 'You asked' }), h('q', { text: q })) : null;
+}
+
+function answerBlock(resp, ctx) {
+  const paras = String(resp.answer || '').split(/\n{2,}/).filter((s) => s.trim());
+  const cites = resp.citations || [];
+  return h('section', { class: 'card answer-card', 'aria-labelledby': 'answer-title' },
+    h('h3', { id: 'answer-title', class: 'card__title', text: 'Answer' }),
+    h('div', { class: 'answer', 'data-testid': 'answer' }, paras.map((p) => h('p', { text: p }))),
+    h('h4', { class: 'subhead', text: cites.length === 1 ? 'Source' : `Sources (${cites.length})` }),
+    cites.length
+      ? h('ol', { class: 'citations', 'data-testid': 'citations' }, cites.map((c, i) => citationItem(c, i, ctx)))
+      : h('p', { class: 'muted', 'data-testid': 'citations', text: 'No citations were returned.' }));
+}
+
+function citationItem(c, i, ctx) {
+  const paneId = `citation-pane-${i}`;
+  const pane = h('div', { class: 'citation__pane', id: paneId, hidden: true });
+  const tag = ctx.labels.get(c.passageId);
+  const button = h('button', { type: 'button', class: 'citation__button', 'aria-expanded': 'false', 'aria-controls': paneId },
+    tag ? h('span', { class: 'ptag', text: tag }) : null,
+    h('span', { class: 'crumb' }, h('span', { text: c.source }), h('span', { class: 'crumb__sep', 'aria-hidden': 'true', text: ' › ' }),
+      h('span', { class: 'visually-hidden', text: ', section ' }), h('span', { text: c.heading })),
+    h('span', { class: 'citation__toggle', 'aria-hidden': 'true' }));
+  let loaded = false;
+  button.addEventListener('click', () => {
+    const open = button.getAttribute('aria-expanded') !== 'true';
+    button.setAttribute('aria-expanded', String(open));
+    pane.hidden = !open;
+    if (open && !loaded) {
+      loaded = true;
+      fillCitationPane(pane, c, ctx);
+    }
+  });
+  return h('li', { class: 'citation', 'data-testid': 'citation', 'data-passage-id': c.passageId }, button, pane);
+}
+
+async function fillCitationPane(pane, c, ctx) {
+  const known = ctx.passages.find((p) => p.id === c.passageId);
+  pane.replaceChildren(h('p', { class: 'muted', text: 'Loading the passage…' }));
+  try {
+    if (!ctx.loadPassage) throw new Error('no loader');
+    const p = await ctx.loadPassage(c.passageId);
+    pane.replaceChildren(h('blockquote', { class: 'passage-text', text: p.text }),
+      h('p', { class: 'passage-meta' }, h('code', { text: p.id }),
+        isNum(p.tokenCount) ? ` · ${p.tokenCount} tokens` : '', p.embeddingModel ? ` · ${p.embeddingModel}` : ''));
+  } catch (err) {
+    pane.replaceChildren(known
+      ? h('blockquote', { class: 'passage-text', text: known.text })
+      : h('p', { class: 'muted', text: `The passage could not be loaded (${err.message}).` }));
+  }
+}
+
+function whyBlock(resp, retryAfter) {
+  const r = REASONS[resp.reason] || ['No answer was given', ''];
+  const g = resp.stages?.groundedness;
+  const wait = retryAfter ?? resp.stages?.rateLimit?.retryAfterS;
+  const showGate = resp.reason === 'not_grounded' || (g && g.decision === 'fail');
+  return h('section', { class: 'card why', 'data-testid': 'refusal-reason', 'data-reason': resp.reason || '', 'aria-labelledby': 'why-title' },
+    h('h3', { id: 'why-title', class: 'card__title', text: resp.status === 'blocked' ? 'Why it was blocked' : 'Why it was refused' }),
+    h('p', { class: 'visually-hidden', text: `${r[0]}.` }),
+    r[1] ? h('p', { class: 'why__plain', text: r[1] }) : null,
+    resp.message ? h('p', { class: 'why__message' }, h('span', { class: 'why__label', text: 'Details' }), resp.message) : null,
+    resp.reason === 'rate_limited' && isNum(wait)
+      ? h('p', { class: 'retry', 'data-testid': 'retry-after', text: `Try again in ${Math.max(0, Math.ceil(wait))} s.` }) : null,
+    showGate ? h('div', { class: 'why__gate' }, h('h4', { class: 'subhead', text: 'The gate that decided' }), gateGauge(g)) : null,
+    screeningNote(resp.stages?.screening));
+}
+
+function screeningNote(s) {
+  if (!s || s.decision !== 'block') return null;
+  const bits = [];
+  if (s.denyListMatch) bits.push(`matched the deny-list entry “${s.denyListMatch}”`);
+  if (s.classifier) bits.push(`classifier ${s.classifier} said ${s.label || '?'}${isNum(s.score) ? ` (${fmtScore(s.score)})` : ''}`);
+  return bits.length ? h('p', { class: 'why__plain', text: `Screening ${bits.join('; ')}.` }) : null;
+}
+
+/* ---------- evidence: claims and passages ---------- */
+
+function evidenceBlock(resp, ctx) {
+  const g = resp.stages?.groundedness || {};
+  const gen = resp.stages?.generation || {};
+  const claims = g.claims || [];
+  const cited = new Set((resp.citations || []).map((c) => c.passageId));
+  const used = new Set(gen.usedPassageIds || []);
+  const supports = new Map(); // passage id -> [claim numbers]
+  claims.forEach((c, i) => (c.supportingPassageIds || []).forEach((id) => {
+    supports.set(id, [...(supports.get(id) || []), i + 1]);
+  }));
+
+  const passageList = h('ol', { class: 'passages' }, ctx.passages.map((p, i) => passageCard(p, i, ctx, {
+    supports: supports.get(p.id) || [], cited: cited.has(p.id), used: used.has(p.id),
+  })));
+  const scale = passageScale(ctx.passages);
+
+  const claimList = claims.length ? h('ol', { class: 'claims' }, claims.map((c, i) => claimRow(c, i, g, ctx, passageList))) : null;
+
+  return h('section', { class: 'card evidence', 'aria-labelledby': 'evidence-title' },
+    h('h3', { id: 'evidence-title', class: 'card__title', text: 'Evidence' }),
+    claims.length ? [
+      h('h4', { class: 'subhead', text: `Claims checked (${claims.length})` }),
+      h('p', { class: 'legend' },
+        h('span', { class: 'legend__mark', 'aria-hidden': 'true' }),
+        ` The line marks the per-claim floor (${fmtScore(g.minClaimThreshold)}). `,
+        h('span', { class: 'swatch swatch--good', 'aria-hidden': 'true' }), ` at or above the ${fmtScore(g.threshold)} target, `,
+        h('span', { class: 'swatch swatch--warn', 'aria-hidden': 'true' }), ' between, ',
+        h('span', { class: 'swatch swatch--bad', 'aria-hidden': 'true' }), ' below the floor. Hover or focus a claim to see its passages.'),
+      claimList,
+    ] : (gen.status === 'ok' || gen.status === 'hit')
+      ? h('p', { class: 'muted', text: 'No claims were checked.' }) : null,
+    ctx.passages.length ? [
+      h('h4', { class: 'subhead' }, `Retrieved passages (${ctx.passages.length})`,
+        scale.relative ? h('span', { class: 'subhead__note', text: ' · bars relative to the top score' }) : null),
+      passageList,
+    ] : null);
+}
+
+function passageScale(passages) {
+  const max = Math.max(0, ...passages.map((p) => (isNum(p.score) ? p.score : 0)));
+  const relative = max > 1 || (max > 0 && max < 0.2);
+  return { relative, scale: relative ? max : 1 };
+}
+
+function passageCard(p, i, ctx, { supports, cited, used }) {
+  const { scale } = passageScale(ctx.passages);
+  const marks = [];
+  if (supports.length) marks.push(h('span', { class: 'mark mark--support', text: `Supports claim${supports.length > 1 ? 's' : ''} ${supports.join(', ')}` }));
+  if (cited) marks.push(h('span', { class: 'mark mark--cited', text: 'Cited' }));
+  else if (used) marks.push(h('span', { class: 'mark', text: 'Used in draft' }));
+  return h('li', {
+    class: `passage${supports.length ? ' passage--supporting' : ''}`, 'data-testid': 'passage', 'data-passage-id': p.id,
+  }, h('details', {},
+    h('summary', { class: 'passage__summary' },
+      h('span', { class: 'ptag', text: `P${i + 1}` }),
+      h('span', { class: 'passage__title' }, h('span', { class: 'crumb' }, p.source,
+        h('span', { class: 'crumb__sep', 'aria-hidden': 'true', text: ' › ' }), h('span', { class: 'visually-hidden', text: ', section ' }), p.heading)),
+      marks.length ? h('span', { class: 'passage__marks' }, marks) : null,
+      h('span', { class: 'passage__score' }, scoreBar(p.score, { tone: 'info', scale, label: 'Retrieval score' }),
+        h('span', { class: 'num', text: fmtScore(p.score) }))),
+    h('div', { class: 'passage__body' },
+      h('p', { class: 'passage-text', text: p.text }),
+      h('p', { class: 'passage-meta' }, h('code', { text: p.id })))));
+}
+
+function claimRow(c, i, g, ctx, passageList) {
+  const floor = g.minClaimThreshold;
+  const tone = c.score >= g.threshold ? 'good' : c.score >= floor ? 'warn' : 'bad';
+  const verdict = tone === 'good' ? 'supported' : tone === 'warn' ? 'weak' : 'below the floor';
+  const ids = c.supportingPassageIds || [];
+  const figures = [`lexical overlap ${fmtScore(c.lexicalOverlap)}`, `local ${fmtScore(c.localScore)}`];
+  if (isNum(c.modelScore)) figures.push(`model ${fmtScore(c.modelScore)}`);
+  const row = h('li', {
+    class: `claim claim--${tone}`, 'data-testid': 'claim', tabindex: '0', 'data-supporting': ids.join(' '),
+  },
+  h('span', { class: 'claim__num', 'aria-hidden': 'true', text: i + 1 }),
+  h('div', { class: 'claim__main' },
+    h('p', { class: 'claim__text' }, h('span', { class: 'visually-hidden', text: `Claim ${i + 1}: ` }), c.text),
+    h('div', { class: 'claim__score' },
+      scoreBar(c.score, { mark: floor, tone, label: `Claim ${i + 1} support` }),
+      h('span', { class: 'num' }, h('strong', { text: fmtScore(c.score) }), ` ${verdict}`)),
+    h('p', { class: 'claim__figures' }, figures.join(' · '),
+      c.cappedBy ? h('span', { class: 'capped', text: ` · capped by ${c.cappedBy}` }) : null),
+    h('p', { class: 'claim__support' }, ids.length
+      ? ['Supported by ', ids.map((id, k) => [k ? ', ' : '', h('span', { class: 'ptag ptag--inline', title: id, text: ctx.labels.get(id) || id })])]
+      : h('span', { class: 'muted', text: 'No supporting passage found' }))));
+
+  const setLinked = (on) => {
+    row.classList.toggle('is-active', on);
+    for (const card of passageList.children) {
+      card.classList.toggle('is-linked', on && ids.includes(card.dataset.passageId));
+    }
+  };
+  row.addEventListener('mouseenter', () => setLinked(true));
+  row.addEventListener('mouseleave', () => setLinked(row === document.activeElement));
+  row.addEventListener('focus', () => setLinked(true));
+  row.addEventListener('blur', () => setLinked(false));
+  return row;
+}
+
+/* ---------- pipeline panel ---------- */
+
+function pipelinePanel(resp) {
+  const stages = resp.stages || {};
+  const ran = STAGES.filter(([key]) => stages[key] && stages[key].status !== 'skipped').length;
+  return h('section', { class: 'card pipeline', 'data-testid': 'pipeline-panel', 'aria-labelledby': 'pipeline-title' },
+    h('h3', { id: 'pipeline-title', class: 'card__title', text: 'How it was decided' }),
+    h('p', { class: 'muted pipeline__sum' },
+      `${ran} of ${STAGES.length} stages ran · total ${fmtMs(resp.totalMs)}`,
+      resp.corpusVersion ? ` · corpus ${resp.corpusVersion}` : '',
+      resp.requestId ? [' · request ', h('code', { text: resp.requestId })] : ''),
+    h('ol', { class: 'stages' }, STAGES.map(([key, id, label], i) => stageRow(key, id, label, i, stages[key] || { status: 'skipped' }))));
+}
+
+function stageRow(key, id, label, i, s) {
+  const status = STATUS_WORDS[s.status] ? s.status : 'ok';
+  const figs = status === 'skipped' ? [] : stageFigures(key, s);
+  const extra = key === 'groundedness' && status !== 'skipped' ? gateGauge(s) : null;
+  return h('li', { class: `stage stage--${status}`, 'data-testid': `stage-${id}`, 'data-stage-status': status },
+    h('span', { class: 'stage__step', 'aria-hidden': 'true', text: i + 1 }),
+    h('span', { class: 'stage__name', text: label }),
+    h('span', { class: `badge badge--${status}`, text: STATUS_WORDS[status] }),
+    h('span', { class: 'stage__ms', text: status === 'skipped' && !s.ms ? '—' : fmtMs(s.ms) }),
+    h('div', { class: 'stage__info' },
+      figs.length ? h('ul', { class: 'figs' }, figs.map(([k, v]) => h('li', {}, h('span', { class: 'figs__k', text: k }), ' ', h('span', { class: 'figs__v', text: v })))) : null,
+      s.detail ? h('p', { class: 'stage__detail', text: status === 'skipped' ? `Skipped: ${s.detail}` : s.detail }) : null,
+      status === 'skipped' && !s.detail ? h('p', { class: 'stage__detail', text: 'Skipped' }) : null,
+      extra));
+}
+
+/** The key figures for each stage, as [label, value] pairs; missing values are left out. */
+function stageFigures(key, s) {
+  const f = [];
+  const add = (k, v) => { if (v !== null && v !== undefined && v !== '' && v !== '—') f.push([k, String(v)]); };
+  switch (key) {
+    case 'botCheck': add('method', s.method); break;
+    case 'rateLimit':
+      if (isNum(s.remaining) && isNum(s.limit)) add('remaining', `${s.remaining} of ${s.limit}`);
+      if (isNum(s.retryAfterS)) add('retry after', `${s.retryAfterS} s`);
+      break;
+    case 'cache': if (s.cachedAt) add('cached at', new Date(s.cachedAt).toLocaleString()); break;
+    case 'spend':
+      if (isNum(s.spentUsd) || isNum(s.budgetUsd)) add('spent', `${fmtUsd(s.spentUsd)} of ${fmtUsd(s.budgetUsd)}`);
+      if (isNum(s.estimateUsd)) add('estimate', fmtUsd(s.estimateUsd));
+      if (isNum(s.chargedUsd)) add('charged', fmtUsd(s.chargedUsd));
+      break;
+    case 'screening':
+      add('decision', s.decision);
+      add('reason', s.reason);
+      add('deny-list', s.denyListMatch);
+      if (s.classifier) add('classifier', `${s.classifier}${s.label ? ` → ${s.label}` : ''}${isNum(s.score) ? ` (${fmtScore(s.score)})` : ''}`);
+      break;
+    case 'retrieval': {
+      const ps = s.passages || [];
+      add('passages', `${ps.length}${s.k ? ` of k=${s.k}` : ''}`);
+      if (ps.length) add('top score', fmtScore(Math.max(...ps.map((p) => p.score))));
+      add('mode', s.mode);
+      add('embedder', s.embedModel);
+      break;
+    }
+    case 'generation':
+      add('model', s.model);
+      if (s.inputTokens || s.outputTokens) add('tokens', `${fmtInt(s.inputTokens)} in · ${fmtInt(s.outputTokens)} out`);
+      if (s.empty) add('output', 'empty (no answer)');
+      if ((s.usedPassageIds || []).length) add('passages used', s.usedPassageIds.length);
+      break;
+    case 'decomposition':
+      add('claims', s.claimCount);
+      if ((s.dropped || []).length) add('dropped', s.dropped.length);
+      add('model', s.model);
+      break;
+    case 'entailment': if ((s.verifiers || []).length) add('verifiers', s.verifiers.join(', ')); break;
+    case 'lexicalCheck': add('claims capped', s.capped); break;
+    case 'groundedness':
+      add('decision', s.decision);
+      break;
+    default: break;
+  }
+  return f;
+}
