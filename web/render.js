@@ -42,6 +42,8 @@ const STAGES = [
   ['groundedness', 'groundedness', 'Gate'],
 ];
 
+const capitalise = (t) => t.charAt(0).toUpperCase() + t.slice(1);
+
 const STATUS_WORDS = { ok: 'ok', skipped: 'skipped', blocked: 'blocked', failed: 'failed', hit: 'hit', miss: 'miss' };
 
 /* ---------- bars ---------- */
@@ -176,11 +178,31 @@ function whyBlock(resp, retryAfter) {
     h('h3', { id: 'why-title', class: 'card__title', text: resp.status === 'blocked' ? 'Why it was blocked' : 'Why it was refused' }),
     h('p', { class: 'visually-hidden', text: `${r[0]}.` }),
     r[1] ? h('p', { class: 'why__plain', text: r[1] }) : null,
-    resp.message ? h('p', { class: 'why__message' }, h('span', { class: 'why__label', text: 'Details' }), resp.message) : null,
+    resp.message && !sameSentence(resp.message, r[1])
+      ? h('p', { class: 'why__message' }, h('span', { class: 'why__label', text: 'Details' }), resp.message) : null,
+    resp.status === 'refused' ? closestPassages(resp) : null,
     resp.reason === 'rate_limited' && isNum(wait)
       ? h('p', { class: 'retry', 'data-testid': 'retry-after', text: `Try again in ${Math.max(0, Math.ceil(wait))} s.` }) : null,
     showGate ? h('div', { class: 'why__gate' }, h('h4', { class: 'subhead', text: 'The gate that decided' }), gateGauge(g)) : null,
     screeningNote(resp.stages?.screening));
+}
+
+/** Two sentences that differ only in their last words ("…no answer is given" / "…was written") say the same. */
+function sameSentence(a, b) {
+  const norm = (t) => String(t || '').toLowerCase().replace(/[^a-z0-9 ]+/g, '').slice(0, 50);
+  return norm(a) === norm(b);
+}
+
+/** For a refusal: what the search did find, in words, so the reader sees why it was not enough. */
+function closestPassages(resp) {
+  const ps = resp.stages?.retrieval?.passages || [];
+  if (!ps.length) return null;
+  const topics = [...new Set(ps.map((p) => String(p.heading || p.source).split(' > ').pop()))];
+  const list = topics.length > 1 ? `${topics.slice(0, -1).join(', ')} and ${topics[topics.length - 1]}` : topics[0];
+  const best = Math.max(...ps.map((p) => (isNum(p.score) ? p.score : 0)));
+  const tail = resp.reason === 'no_answer' ? ': none of them answers the question.' : '.';
+  return h('p', { class: 'why__plain why__closest', 'data-testid': 'closest-passages' },
+    `The closest passages the search found are about ${list} (best similarity ${fmtScore(best)} of 1; shown under Evidence below)${tail}`);
 }
 
 function screeningNote(s) {
@@ -223,10 +245,12 @@ function evidenceBlock(resp, ctx) {
         h('span', { class: 'swatch swatch--bad', 'aria-hidden': 'true' }), ' below the floor. Hover or focus a claim to see its passages.'),
       claimList,
     ] : (gen.status === 'ok' || gen.status === 'hit')
-      ? h('p', { class: 'muted', text: 'No claims were checked.' }) : null,
+      ? h('p', { class: 'muted', text: gen.empty ? 'No answer was written, so there were no claims to check.' : 'No claims were checked.' }) : null,
     ctx.passages.length ? [
       h('h4', { class: 'subhead' }, `Retrieved passages (${ctx.passages.length})`,
-        scale.relative ? h('span', { class: 'subhead__note', text: ' · bars relative to the top score' }) : null),
+        scale.relative ? h('span', { class: 'subhead__note', text: ' · bars relative to the top score' }) : null,
+        resp.stages?.retrieval?.mode === 'hybrid'
+          ? h('span', { class: 'subhead__note', text: ' · ranked by meaning and keywords together; the score is similarity in meaning' }) : null),
       passageList,
     ] : null);
 }
@@ -318,7 +342,7 @@ function stageRow(key, id, label, i, s) {
     h('span', { class: 'stage__ms', text: status === 'skipped' && !s.ms ? '—' : fmtMs(s.ms) }),
     h('div', { class: 'stage__info' },
       figs.length ? h('ul', { class: 'figs' }, figs.map(([k, v]) => h('li', {}, h('span', { class: 'figs__k', text: k }), ' ', h('span', { class: 'figs__v', text: v })))) : null,
-      s.detail ? h('p', { class: 'stage__detail', text: status === 'skipped' ? `Skipped: ${s.detail}` : s.detail }) : null,
+      s.detail ? h('p', { class: 'stage__detail', text: status === 'skipped' && !/^skipped\b/i.test(s.detail) ? `Skipped: ${s.detail}` : capitalise(s.detail) }) : null,
       status === 'skipped' && !s.detail ? h('p', { class: 'stage__detail', text: 'Skipped' }) : null,
       extra));
 }

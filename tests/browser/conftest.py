@@ -1,0 +1,49 @@
+"""A headless Chromium for the browser tests: Debian's package, driven by playwright (never `playwright install`).
+
+The tests skip, with the reason, only when /usr/bin/chromium is missing; `make test` installs it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from playwright.async_api import Browser, Page, ViewportSize, async_playwright
+
+CHROMIUM = Path("/usr/bin/chromium")
+HAVE_CHROMIUM = CHROMIUM.exists()
+SKIP_REASON = f"{CHROMIUM} is not installed (`make chromium` installs Debian's package; CI runs it)"
+# The machine has no internet: without these flags Chromium stalls on background network attempts.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+]
+DESKTOP: ViewportSize = {"width": 1200, "height": 900}
+
+
+# The async API, on the session's asyncio loop: the sync API keeps its own loop marked as running
+# for as long as the browser is open, which breaks every pytest-asyncio fixture and test after it.
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def browser() -> AsyncIterator[Browser]:
+    if not HAVE_CHROMIUM:
+        pytest.skip(SKIP_REASON)
+    async with async_playwright() as pw:
+        launched = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        yield launched
+        await launched.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def page(browser: Browser) -> AsyncIterator[Page]:
+    """A fresh context (no shared storage or cache) at a desktop width."""
+    context = await browser.new_context(viewport=DESKTOP)
+    context.set_default_timeout(15_000)
+    pg = await context.new_page()
+    yield pg
+    await context.close()
