@@ -94,14 +94,20 @@ class Pipeline:
         run = _Run(self, question, request_id, stages, started)
         headers = headers or {}
 
-        # 1. Bot check: Turnstile for browsers, an API key for other apps.
-        bot = await self.guards.bot_check(turnstile_token, headers.get("authorization"), peer_ip)
+        # 1. Bot check: Turnstile for browsers, an API key for other apps. Turnstile is told the client's
+        # address (behind our proxies, not the proxy's), so resolve it once here.
+        client_ip = self.guards.client_ip(peer_ip, headers)
+        bot = await self.guards.bot_check(turnstile_token, headers.get("authorization"), client_ip)
         stages.bot_check = bot.stage
         if bot.stage.status == "blocked":
-            return run.finish("blocked", "bot_check_failed", http_status=403 if bot.unauthorized else 200)
+            if bot.unauthorized:
+                # A bad bearer key is a failed authentication, not a forbidden request (RFC 6750 §3).
+                challenge = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+                return run.finish("blocked", "bot_check_failed", http_status=401, headers=challenge)
+            return run.finish("blocked", "bot_check_failed")
 
         # 2. Rate limit, per API key when one was presented, else per client IP.
-        limit = await self.guards.rate_limit(bot.client_key or self.guards.client_ip(peer_ip, headers))
+        limit = await self.guards.rate_limit(bot.client_key or client_ip)
         stages.rate_limit = limit.stage
         if limit.stage.status == "blocked":
             retry = str(limit.stage.retry_after_s or 60)

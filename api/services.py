@@ -26,6 +26,10 @@ class Services:
     pipeline: Pipeline
 
     async def close(self) -> None:
+        # The guards hold an HTTP client (Turnstile) that must close before the loop does.
+        aclose = getattr(self.pipeline.guards, "aclose", None)
+        if aclose is not None:
+            await aclose()
         await self.pool.close()
 
 

@@ -1,0 +1,66 @@
+"""The answer cache: whole AskResponse documents in Postgres, keyed by question, corpus and settings."""
+
+from __future__ import annotations
+
+import time
+
+import msgspec
+
+from provenance.logs import get_logger
+from provenance.models import AskResponse, CacheStage
+from provenance.stages.timing import Timer
+from provenance.store import Store
+
+log = get_logger("provenance.guards.cache")
+
+CLEANUP_EVERY_S = 600.0
+
+_decoder = msgspec.json.Decoder(AskResponse)
+_encoder = msgspec.json.Encoder()
+
+
+class AnswerCache:
+    def __init__(self, store: Store, ttl_s: int) -> None:
+        self.store = store
+        self.ttl_s = ttl_s
+        self._last_cleanup = float("-inf")
+
+    @property
+    def enabled(self) -> bool:
+        return self.ttl_s > 0
+
+    async def get(self, key: str) -> tuple[CacheStage, AskResponse | None]:
+        if not self.enabled:
+            return CacheStage(detail="disabled: CACHE_TTL_S is 0"), None
+        timer = Timer()
+        row = await self.store.cache_get(key)
+        if row is None:
+            return CacheStage(status="miss", ms=timer.ms), None
+        try:
+            response = _decoder.decode(row.response)
+        except msgspec.DecodeError as exc:
+            # A row written by an older AskResponse shape: treat it as absent, and let the fresh
+            # answer overwrite it.
+            log.warning("unreadable cache entry ignored", error=str(exc))
+            return CacheStage(status="miss", ms=timer.ms, detail="stored entry unreadable; recomputed"), None
+        return CacheStage(status="hit", ms=timer.ms, cached_at=row.created_at.isoformat()), response
+
+    async def put(self, key: str, question: str, response: AskResponse) -> None:
+        if not self.enabled or response.status == "blocked":
+            return
+        await self.store.cache_put(key, question, _encoder.encode(response).decode(), self.ttl_s)
+        await self._maybe_cleanup()
+
+    async def _maybe_cleanup(self) -> None:
+        # Expired rows are already ignored by reads; deleting them only reclaims space, so occasionally.
+        now = time.monotonic()
+        if now - self._last_cleanup < CLEANUP_EVERY_S:
+            return
+        self._last_cleanup = now
+        try:
+            deleted = await self.store.cache_cleanup()
+        except Exception as exc:
+            log.warning("cache cleanup failed", error=repr(exc))
+            return
+        if deleted:
+            log.info("expired cache entries removed", deleted=deleted)

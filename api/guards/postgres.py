@@ -1,0 +1,112 @@
+"""The service's guards: Turnstile or API key, rate limit, cache and spend cap, all kept in Postgres."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import httpx
+
+from provenance.guards.apikeys import bearer_token, check_key
+from provenance.guards.base import BotCheckResult, CacheResult, RateLimitResult, Reservation, cache_key
+from provenance.guards.cache import AnswerCache
+from provenance.guards.ratelimit import RateLimiter, client_ip, parse_networks
+from provenance.guards.spend import SpendCap
+from provenance.guards.turnstile import verify_turnstile
+from provenance.models import AskResponse, BotCheckStage, RateLimitStage, SpendStage
+from provenance.profiles.ports import Profile, Usage
+from provenance.settings import Settings
+from provenance.stages.timing import Timer
+from provenance.store import Store
+
+
+class PostgresGuards:
+    def __init__(self, settings: Settings, store: Store) -> None:
+        self.settings = settings
+        self.store = store
+        self.proxies = parse_networks(settings.trusted_proxies)
+        self.limiter = RateLimiter(store, settings.rate_limit_per_hour, settings.rate_limit_per_hour_api_key)
+        self.cache = AnswerCache(store, settings.cache_ttl_s)
+        self.spend = SpendCap(store, settings)
+        self._http: httpx.AsyncClient | None = None
+
+    def _client(self) -> httpx.AsyncClient:
+        # Created on first use, inside the serving event loop, and shared so siteverify calls reuse
+        # connections instead of paying a TLS handshake per question.
+        if self._http is None:
+            self._http = httpx.AsyncClient(
+                timeout=self.settings.turnstile_timeout_s,
+                limits=httpx.Limits(max_connections=50, max_keepalive_connections=10),
+                follow_redirects=False,
+            )
+        return self._http
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    def client_ip(self, peer_ip: str | None, headers: Mapping[str, str]) -> str:
+        return client_ip(peer_ip, headers, self.proxies)
+
+    async def bot_check(
+        self, turnstile_token: str | None, authorization: str | None, peer_ip: str | None
+    ) -> BotCheckResult:
+        """`peer_ip` is the client address as `client_ip` resolved it; Turnstile gets it as remoteip."""
+        timer = Timer()
+        key = bearer_token(authorization)
+        if key is not None:
+            checked = await check_key(self.store, key)
+            if not checked.ok:
+                stage = BotCheckStage(status="blocked", ms=timer.ms, detail=checked.detail, method="api_key")
+                return BotCheckResult(stage, unauthorized=True)
+            stage = BotCheckStage(status="ok", ms=timer.ms, detail=checked.detail, method="api_key")
+            return BotCheckResult(stage, client_key=f"key:{checked.name}")
+        secret = self.settings.turnstile_secret_key
+        if not secret:
+            return BotCheckResult(BotCheckStage(detail="TURNSTILE_SECRET_KEY is not set"))
+        verdict = await verify_turnstile(
+            self._client(),
+            self.settings.turnstile_verify_url,
+            secret,
+            turnstile_token,
+            peer_ip,
+            self.settings.turnstile_timeout_s,
+        )
+        stage = BotCheckStage(
+            status="ok" if verdict.ok else "blocked", ms=timer.ms, detail=verdict.detail, method="turnstile"
+        )
+        return BotCheckResult(stage)
+
+    async def rate_limit(self, client_key: str) -> RateLimitResult:
+        return RateLimitResult(await self.limiter.check(client_key))
+
+    def cache_key(self, question: str, corpus_version: str | None, settings_fingerprint: str) -> str:
+        return cache_key(question, corpus_version, settings_fingerprint)
+
+    async def cache_get(self, key: str) -> CacheResult:
+        stage, response = await self.cache.get(key)
+        return CacheResult(stage, response)
+
+    async def cache_put(self, key: str, question: str, response: AskResponse) -> None:
+        await self.cache.put(key, question, response)
+
+    async def spend_reserve(self, profile: Profile) -> Reservation:
+        return await self.spend.reserve(profile)
+
+    async def spend_settle(self, reservation: Reservation, usages: Sequence[Usage], profile: Profile) -> SpendStage:
+        return await self.spend.settle(reservation, usages)
+
+
+class OperatorGuards(PostgresGuards):
+    """For commands an operator runs on the server (`provenance warm-cache`): the cache and the spend
+    cap apply as for anyone, but there is no bot to check and no client to rate-limit."""
+
+    _why = "not applied: operator command run on the server"
+
+    async def bot_check(
+        self, turnstile_token: str | None, authorization: str | None, peer_ip: str | None
+    ) -> BotCheckResult:
+        return BotCheckResult(BotCheckStage(detail=self._why))
+
+    async def rate_limit(self, client_key: str) -> RateLimitResult:
+        return RateLimitResult(RateLimitStage(detail=self._why))

@@ -1,0 +1,127 @@
+"""Per-client hourly fixed-window rate limit, counted in Postgres so every worker shares one count."""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+from collections.abc import Iterable, Mapping
+
+from provenance.logs import get_logger
+from provenance.models import RateLimitStage
+from provenance.stages.timing import Timer
+from provenance.store import Store
+
+log = get_logger("provenance.guards.ratelimit")
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+# Windows are an hour long; anything two hours old can no longer be counted against.
+CLEANUP_OLDER_THAN_S = 2 * 3600
+CLEANUP_EVERY_S = 600.0
+
+
+def parse_networks(entries: Iterable[str]) -> tuple[IPNetwork, ...]:
+    return tuple(ipaddress.ip_network(entry, strict=False) for entry in entries)
+
+
+def _parse_ip(text: str) -> IPAddress | None:
+    text = text.strip().strip('"')
+    if text.startswith("["):  # "[2001:db8::1]:443"
+        text = text[1:].partition("]")[0]
+    elif text.count(":") == 1:  # "203.0.113.7:5123"
+        text = text.partition(":")[0]
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    # An IPv4 client seen through an IPv6 socket is still that IPv4 client.
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+def _trusted(ip: IPAddress, proxies: tuple[IPNetwork, ...]) -> bool:
+    return any(ip.version == net.version and ip in net for net in proxies)
+
+
+def client_ip(peer_ip: str | None, headers: Mapping[str, str], proxies: tuple[IPNetwork, ...]) -> str:
+    """The address to hold responsible for a request.
+
+    X-Forwarded-For is anyone's to write, so it is believed only when the socket peer is one of our
+    proxies. Each proxy appends the address it saw, so the right-most entry that is not one of ours is
+    the first hop we did not run: the client, as far as we can know. Entries left of it are unverifiable.
+    """
+    peer = _parse_ip(peer_ip) if peer_ip else None
+    if peer is None:
+        return peer_ip or "unknown"
+    if not proxies or not _trusted(peer, proxies):
+        return str(peer)
+    forwarded = headers.get("x-forwarded-for", "")
+    hops = [part for part in forwarded.split(",") if part.strip()]
+    candidate = peer
+    for part in reversed(hops):
+        ip = _parse_ip(part)
+        if ip is None:
+            # Our own proxy wrote garbage: the nearest address we can vouch for is the last one.
+            break
+        candidate = ip
+        if not _trusted(ip, proxies):
+            break
+    return str(candidate)
+
+
+def rate_limit_key(client_key: str) -> tuple[str, bool]:
+    """(key to count under, is it an API key). IPv6 clients are counted per /64, which is what one
+    subscriber usually gets: counting single addresses would let one client rotate through 2^64 of them."""
+    if client_key.startswith("key:"):
+        return client_key, True
+    ip = _parse_ip(client_key)
+    if isinstance(ip, ipaddress.IPv6Address):
+        return f"ip:{ipaddress.ip_network(f'{ip}/64', strict=False)}", False
+    return f"ip:{ip if ip is not None else client_key}", False
+
+
+class RateLimiter:
+    def __init__(self, store: Store, per_hour: int, per_hour_api_key: int) -> None:
+        self.store = store
+        self.per_hour = per_hour
+        self.per_hour_api_key = per_hour_api_key
+        self._last_cleanup = float("-inf")
+
+    async def check(self, client_key: str) -> RateLimitStage:
+        timer = Timer()
+        key, is_api_key = rate_limit_key(client_key)
+        limit = self.per_hour_api_key if is_api_key else self.per_hour
+        if limit <= 0:
+            variable = "RATE_LIMIT_PER_HOUR_API_KEY" if is_api_key else "RATE_LIMIT_PER_HOUR"
+            return RateLimitStage(detail=f"disabled: {variable} is 0")
+        window = await self.store.rate_limit_hit(key)
+        await self._maybe_cleanup()
+        remaining = max(0, limit - window.count)
+        if window.count > limit:
+            retry_after = max(1, int(window.seconds_left + 0.999))
+            return RateLimitStage(
+                status="blocked",
+                ms=timer.ms,
+                detail=f"{limit} requests per hour exceeded; the window resets in {retry_after}s",
+                limit=limit,
+                remaining=0,
+                retry_after_s=retry_after,
+            )
+        return RateLimitStage(status="ok", ms=timer.ms, limit=limit, remaining=remaining)
+
+    async def _maybe_cleanup(self) -> None:
+        # Old windows are dead weight, never wrong answers, so a sweep per process every few minutes is
+        # plenty; a failed sweep must not fail the request it rides on.
+        now = time.monotonic()
+        if now - self._last_cleanup < CLEANUP_EVERY_S:
+            return
+        self._last_cleanup = now
+        try:
+            deleted = await self.store.rate_limit_cleanup(CLEANUP_OLDER_THAN_S)
+        except Exception as exc:
+            log.warning("rate limit cleanup failed", error=repr(exc))
+            return
+        if deleted:
+            log.info("rate limit windows cleaned up", deleted=deleted)
