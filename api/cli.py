@@ -60,6 +60,81 @@ async def _ingest(settings: Settings, directory: Path, force: bool) -> str:
         await pool.close()
 
 
+async def _keys(settings: Settings, action: str, name: str | None) -> int:
+    from provenance.guards.apikeys import create_key, list_keys, valid_name
+    from provenance.store import Store
+
+    if name is not None and not valid_name(name):
+        print("error: a key name is 1-64 letters, digits, '.', '_' or '-'", file=sys.stderr)
+        return 2
+    pool = await _with_pool(settings)
+    try:
+        store = Store(pool)
+        if action == "create" and name is not None:
+            key = await create_key(store, name)
+            if key is None:
+                print(f"error: a key named {name!r} already exists (revoked names stay taken)", file=sys.stderr)
+                return 1
+            # The key alone on stdout, so `KEY=$(provenance keys create NAME)` works; only its hash is kept.
+            print(f"created API key {name!r}; it is shown only now, so store it safely", file=sys.stderr)
+            print(key)
+            return 0
+        if action == "revoke" and name is not None:
+            if not await store.revoke_api_key(name):
+                print(f"error: no active key named {name!r}", file=sys.stderr)
+                return 1
+            print(f"revoked API key {name!r}")
+            return 0
+        rows = await list_keys(store)
+        if not rows:
+            print("no API keys")
+        for row in rows:
+            revoked = f"revoked {row.revoked_at:%Y-%m-%d %H:%M}" if row.revoked_at else "active"
+            print(f"{row.name}\tcreated {row.created_at:%Y-%m-%d %H:%M}\t{revoked}")
+        return 0
+    finally:
+        await pool.close()
+
+
+async def _warm_cache(settings: Settings) -> int:
+    import uuid
+
+    from provenance.app import EXAMPLES
+    from provenance.guards.postgres import OperatorGuards
+    from provenance.services import build_services
+
+    if settings.cache_ttl_s <= 0:
+        print("error: CACHE_TTL_S is 0, so nothing would be cached", file=sys.stderr)
+        return 1
+    services = await build_services(settings, with_guards=False)
+    # The operator's own run: the cache and spend cap apply, the bot check and rate limit don't.
+    services.pipeline.guards = OperatorGuards(settings, services.store)
+    failed = 0
+    try:
+        for question in EXAMPLES:
+            outcome = await services.pipeline.ask(question, request_id=f"warm-{uuid.uuid4().hex[:12]}")
+            r = outcome.response
+            if r.cached:
+                how = "already cached"
+            elif r.status == "blocked":
+                how = f"{r.reason}; not cached"
+                failed += 1
+            else:
+                how = f"cached now, {r.total_ms:.0f} ms"
+            print(f"{r.status:<8} ({how}): {question}", flush=True)
+    finally:
+        await services.close()
+    return 1 if failed else 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    return asyncio.run(_keys(_settings(), args.keys_command, getattr(args, "name", None)))
+
+
+def cmd_warm_cache(args: argparse.Namespace) -> int:
+    return asyncio.run(_warm_cache(_settings()))
+
+
 def cmd_db_migrate(args: argparse.Namespace) -> int:
     applied = asyncio.run(_migrate(_settings()))
     print("applied: " + ", ".join(applied) if applied else "database is up to date")
@@ -105,6 +180,46 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_evals(args: argparse.Namespace) -> int:
+    from provenance.evals import run_evals_sync
+    from provenance.services import build_profile, load_embedder
+
+    settings = _settings()
+    if args.profile:
+        try:
+            settings = settings.with_overrides(profile=args.profile)
+        except Exception as exc:  # pragma: no cover - msgspec validation of the literal
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    if settings.profile == "anthropic" and not settings.anthropic_api_key:
+        print("error: --profile anthropic needs ANTHROPIC_API_KEY", file=sys.stderr)
+        return 2
+    embedder = load_embedder(settings)
+    corpus = Path(args.corpus) if args.corpus else settings.corpus_dir
+    cases = Path(args.cases) if args.cases else corpus.parent / "evals" / "cases.jsonl"
+    if not cases.exists():
+        print(f"error: no cases file at {cases}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path("evals") / "results.md"
+    title = args.title or f"Evals: {corpus.resolve().name}"
+    _, score = run_evals_sync(
+        settings,
+        corpus,
+        cases,
+        out,
+        Path(args.json) if args.json else None,
+        embedder,
+        build_profile(settings, embedder),
+        title,
+        k_sweep=tuple(int(k) for k in args.k_sweep.split(",")) if args.k_sweep else (2, 4, 6, 8),
+    )
+    fab = "n/a" if score.fabrication_rate is None else f"{100 * score.fabrication_rate:.1f}%"
+    fr = "n/a" if score.false_refusal_rate is None else f"{100 * score.false_refusal_rate:.1f}%"
+    print(f"{score.n} cases: fabrication {fab}, false refusal {fr}, accuracy {100 * score.accuracy:.1f}%")
+    print(f"report: {out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="provenance", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -121,12 +236,32 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = db_sub.add_parser("migrate", help="apply pending migrations from db/migrations")
     migrate.set_defaults(func=cmd_db_migrate)
 
+    keys = sub.add_parser("keys", help="API keys for clients without a browser (Authorization: Bearer)")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    keys_create = keys_sub.add_parser("create", help="create a key and print it once")
+    keys_create.add_argument("name", help="who the key is for (letters, digits, . _ -)")
+    keys_revoke = keys_sub.add_parser("revoke", help="end a key; its name stays taken")
+    keys_revoke.add_argument("name")
+    keys_sub.add_parser("list", help="names, created and revoked times (never the keys)")
+    keys.set_defaults(func=cmd_keys)
+
+    warm = sub.add_parser("warm-cache", help="answer the page's example questions now so they are cached")
+    warm.set_defaults(func=cmd_warm_cache)
+
     ingest = sub.add_parser("ingest", help="chunk, embed and store a folder of .md/.txt files")
-    ingest.add_argument(
-        "dir", nargs="?", default=None, help="folder to ingest (default: CORPUS_DIR or corpus/)"
-    )
+    ingest.add_argument("dir", nargs="?", default=None, help="folder to ingest (default: CORPUS_DIR or corpus/)")
     ingest.add_argument("--force", action="store_true", help="re-embed every passage")
     ingest.set_defaults(func=cmd_ingest)
+
+    evals = sub.add_parser("evals", help="run eval cases through the pipeline and write a scorecard")
+    evals.add_argument("--corpus", default=None, help="folder to ingest into an isolated schema (default: corpus/)")
+    evals.add_argument("--cases", default=None, help="cases JSONL (default: evals/cases.jsonl beside the corpus)")
+    evals.add_argument("--profile", choices=["local", "anthropic"], default=None)
+    evals.add_argument("--out", default=None, help="Markdown report (default: evals/results.md)")
+    evals.add_argument("--json", default=None, help="also write one JSON record per case here")
+    evals.add_argument("--title", default=None, help="report title")
+    evals.add_argument("--k-sweep", default=None, help="comma-separated k values to sweep (default 2,4,6,8)")
+    evals.set_defaults(func=cmd_evals)
     return parser
 
 

@@ -47,6 +47,28 @@ class CorpusState(msgspec.Struct, frozen=True):
     ingested_at: dt.datetime
 
 
+class ApiKeyRow(msgspec.Struct, frozen=True):
+    name: str
+    created_at: dt.datetime
+    revoked_at: dt.datetime | None
+
+
+class RateWindow(msgspec.Struct, frozen=True):
+    count: int
+    seconds_left: float
+
+
+class CachedAnswer(msgspec.Struct, frozen=True):
+    response: str  # the AskResponse as JSON, decoded by the cache guard
+    created_at: dt.datetime
+
+
+class SpendRow(msgspec.Struct, frozen=True):
+    spent_usd: float
+    reserved_usd: float
+    calls: int
+
+
 class Store:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
@@ -115,8 +137,7 @@ class Store:
         keep = [r.id for r in rows]
         async with self.pool.acquire() as conn, conn.transaction():
             deleted = await conn.fetchval(
-                "WITH d AS (DELETE FROM passages WHERE NOT (id = ANY($1::text[])) RETURNING 1)"
-                " SELECT count(*) FROM d",
+                "WITH d AS (DELETE FROM passages WHERE NOT (id = ANY($1::text[])) RETURNING 1) SELECT count(*) FROM d",
                 keep,
             )
             new_rows = [r for r in rows if r.id in embeddings]
@@ -216,7 +237,148 @@ class Store:
 
     async def embeddings_for(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         async with self.pool.acquire() as conn:
-            rows = await conn.fetch(
-                "SELECT id, embedding FROM passages WHERE id = ANY($1::text[])", list(ids)
+            rows = await conn.fetch("SELECT id, embedding FROM passages WHERE id = ANY($1::text[])", list(ids))
+        return {r["id"]: np.asarray(r["embedding"].to_numpy(), dtype=np.float32) for r in rows}
+
+    # --- guards ----------------------------------------------------------------------------------
+    # Each guard's check-and-update is one statement, so concurrent requests (and workers) can't race
+    # between reading a counter and writing it back.
+
+    async def api_key_by_hash(self, key_hash: str) -> ApiKeyRow | None:
+        async with self.pool.acquire() as conn:
+            row = await conn.fetchrow("SELECT name, created_at, revoked_at FROM api_keys WHERE key_hash = $1", key_hash)
+        return None if row is None else ApiKeyRow(**dict(row))
+
+    async def create_api_key(self, name: str, key_hash: str) -> bool:
+        """False when the name is already taken (revoked names stay taken, so logs stay unambiguous)."""
+        async with self.pool.acquire() as conn:
+            created = await conn.fetchval(
+                "INSERT INTO api_keys (name, key_hash) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING true",
+                name,
+                key_hash,
             )
-        return {r["id"]: np.asarray(r["embedding"], dtype=np.float32) for r in rows}
+        return bool(created)
+
+    async def revoke_api_key(self, name: str) -> bool:
+        """False when there is no active key of that name."""
+        async with self.pool.acquire() as conn:
+            revoked = await conn.fetchval(
+                "UPDATE api_keys SET revoked_at = now() WHERE name = $1 AND revoked_at IS NULL RETURNING true",
+                name,
+            )
+        return bool(revoked)
+
+    async def list_api_keys(self) -> list[ApiKeyRow]:
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch("SELECT name, created_at, revoked_at FROM api_keys ORDER BY name")
+        return [ApiKeyRow(**dict(r)) for r in rows]
+
+    async def rate_limit_hit(self, client_key: str) -> RateWindow:
+        """Count one request in the client's current UTC hour; returns the count including this one."""
+        async with self.pool.acquire() as conn:
+            row = await conn.fetchrow(
+                """
+                INSERT INTO rate_limits AS r (client_key, window_start, count)
+                VALUES ($1, date_trunc('hour', now(), 'UTC'), 1)
+                ON CONFLICT (client_key, window_start) DO UPDATE SET count = r.count + 1
+                RETURNING r.count,
+                    extract(epoch FROM r.window_start + interval '1 hour' - now())::float8 AS seconds_left
+                """,
+                client_key,
+            )
+        assert row is not None
+        return RateWindow(count=row["count"], seconds_left=row["seconds_left"])
+
+    async def rate_limit_cleanup(self, older_than_s: int) -> int:
+        async with self.pool.acquire() as conn:
+            deleted = await conn.fetchval(
+                "WITH d AS (DELETE FROM rate_limits WHERE window_start < now() - make_interval(secs => $1)"
+                " RETURNING 1) SELECT count(*) FROM d",
+                float(older_than_s),
+            )
+        return int(deleted)
+
+    async def cache_get(self, cache_key: str) -> CachedAnswer | None:
+        async with self.pool.acquire() as conn:
+            row = await conn.fetchrow(
+                "SELECT response::text AS response, created_at FROM answer_cache"
+                " WHERE cache_key = $1 AND expires_at > now()",
+                cache_key,
+            )
+        return None if row is None else CachedAnswer(response=row["response"], created_at=row["created_at"])
+
+    async def cache_put(self, cache_key: str, question: str, response_json: str, ttl_s: int) -> None:
+        async with self.pool.acquire() as conn:
+            await conn.execute(
+                """
+                INSERT INTO answer_cache (cache_key, question, response, expires_at)
+                VALUES ($1, $2, $3::jsonb, now() + make_interval(secs => $4))
+                ON CONFLICT (cache_key) DO UPDATE SET
+                    question = EXCLUDED.question, response = EXCLUDED.response,
+                    created_at = now(), expires_at = EXCLUDED.expires_at
+                """,
+                cache_key,
+                question,
+                response_json,
+                float(ttl_s),
+            )
+
+    async def cache_cleanup(self) -> int:
+        async with self.pool.acquire() as conn:
+            deleted = await conn.fetchval(
+                "WITH d AS (DELETE FROM answer_cache WHERE expires_at <= now() RETURNING 1) SELECT count(*) FROM d"
+            )
+        return int(deleted)
+
+    async def spend_reserve(self, day: dt.date, estimate_usd: float, budget_usd: float) -> SpendRow | None:
+        """Hold `estimate_usd` against `day` unless settled + held spend has already reached the budget.
+
+        None when refused. The check and the hold are one statement: ON CONFLICT locks the day's row and
+        re-evaluates the WHERE on its latest version, so concurrent reservations queue rather than race,
+        and the day can only overshoot the budget by the last admitted request's estimate.
+        """
+        async with self.pool.acquire() as conn:
+            row = await conn.fetchrow(
+                """
+                INSERT INTO spend_ledger AS s (day, reserved_usd)
+                SELECT $1, $2::float8 WHERE 0 < $3::float8
+                ON CONFLICT (day) DO UPDATE SET
+                    reserved_usd = s.reserved_usd + EXCLUDED.reserved_usd, updated_at = now()
+                WHERE s.spent_usd + s.reserved_usd < $3::float8
+                RETURNING s.spent_usd::float8 AS spent_usd, s.reserved_usd::float8 AS reserved_usd, s.calls
+                """,
+                day,
+                estimate_usd,
+                budget_usd,
+            )
+        return None if row is None else SpendRow(**dict(row))
+
+    async def spend_settle(self, day: dt.date, released_usd: float, cost_usd: float, calls: int) -> SpendRow:
+        """Release a reservation and book what the calls really cost, in one statement."""
+        async with self.pool.acquire() as conn:
+            row = await conn.fetchrow(
+                """
+                INSERT INTO spend_ledger AS s (day, spent_usd, calls) VALUES ($1, $3::float8, $4)
+                ON CONFLICT (day) DO UPDATE SET
+                    spent_usd = s.spent_usd + EXCLUDED.spent_usd,
+                    reserved_usd = greatest(0, s.reserved_usd - $2::float8),
+                    calls = s.calls + EXCLUDED.calls,
+                    updated_at = now()
+                RETURNING s.spent_usd::float8 AS spent_usd, s.reserved_usd::float8 AS reserved_usd, s.calls
+                """,
+                day,
+                released_usd,
+                cost_usd,
+                calls,
+            )
+        assert row is not None
+        return SpendRow(**dict(row))
+
+    async def spend_day(self, day: dt.date) -> SpendRow | None:
+        async with self.pool.acquire() as conn:
+            row = await conn.fetchrow(
+                "SELECT spent_usd::float8 AS spent_usd, reserved_usd::float8 AS reserved_usd, calls"
+                " FROM spend_ledger WHERE day = $1",
+                day,
+            )
+        return None if row is None else SpendRow(**dict(row))
