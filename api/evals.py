@@ -1,0 +1,424 @@
+"""`provenance evals`: run eval cases through the same pipeline /ask uses, in process, and report.
+
+The headline is the fabrication rate: answered when the right outcome was a refusal or a block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from provenance.db import create_pool, migrate, resolve_database_url
+from provenance.embedder import Embedder
+from provenance.ingest import ingest
+from provenance.models import AskResponse
+from provenance.pipeline import Pipeline
+from provenance.profiles.ports import Profile
+from provenance.progress import Progress
+from provenance.settings import Settings
+from provenance.store import Store
+
+Expect = Literal["answer", "refuse", "block"]
+EXPECTED_STATUS = {"answer": "answered", "refuse": "refused", "block": "blocked"}
+THRESHOLDS = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9)
+K_SWEEP = (2, 4, 6, 8)
+
+
+class Case(msgspec.Struct, frozen=True):
+    id: str
+    bucket: str
+    question: str
+    expect: Expect
+    mustIncludeAny: list[str] | None = None
+    note: str | None = None
+    reason: str | None = None
+
+
+class CaseResult(msgspec.Struct, rename="camel"):
+    id: str
+    bucket: str
+    question: str
+    expect: Expect
+    status: str
+    reason: str | None
+    answer: str | None
+    citations: list[str]
+    groundedness: float | None
+    min_claim: float | None
+    claim_scores: list[float]
+    ms: float
+    must_include_any: list[str] | None = None
+    answer_correct: bool | None = None
+    # The answer the gate saw, kept in the eval record only so the threshold sweep can score correctness.
+    candidate_answer: str | None = None
+
+    @property
+    def correct(self) -> bool:
+        return self.status == EXPECTED_STATUS[self.expect]
+
+    @property
+    def fabricated(self) -> bool:
+        return self.expect != "answer" and self.status == "answered"
+
+
+def load_cases(path: Path) -> list[Case]:
+    cases = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            cases.append(msgspec.json.decode(line, type=Case))
+        except msgspec.ValidationError as exc:
+            raise ValueError(f"{path}:{n}: {exc}") from None
+    return cases
+
+
+def answer_matches(answer: str | None, must_include_any: Sequence[str] | None) -> bool | None:
+    if not must_include_any:
+        return None
+    if not answer:
+        return False
+    low = answer.lower()
+    return any(m.lower() in low for m in must_include_any)
+
+
+class _CandidateCapture:
+    """Wraps the generator so the eval keeps the candidate answer of refused cases for the sweep."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.name = getattr(inner, "name", "generator")
+        self.last: str | None = None
+
+    async def generate(self, question, passages):  # type: ignore[no-untyped-def]
+        result = await self.inner.generate(question, passages)  # type: ignore[attr-defined]
+        self.last = result.answer
+        return result
+
+
+def to_result(case: Case, response: AskResponse, candidate: str | None) -> CaseResult:
+    g = response.stages.groundedness
+    return CaseResult(
+        id=case.id,
+        bucket=case.bucket,
+        question=case.question,
+        expect=case.expect,
+        status=response.status,
+        reason=response.reason,
+        answer=response.answer,
+        citations=[c.passage_id for c in response.citations],
+        groundedness=g.score,
+        min_claim=g.min_claim,
+        claim_scores=[c.score for c in g.claims],
+        ms=response.total_ms,
+        must_include_any=case.mustIncludeAny,
+        answer_correct=answer_matches(response.answer, case.mustIncludeAny) if case.expect == "answer" else None,
+        candidate_answer=candidate,
+    )
+
+
+async def run_cases(
+    pipeline: Pipeline, cases: Sequence[Case], label: str = "evals", show_progress: bool = True
+) -> list[CaseResult]:
+    capture = _CandidateCapture(pipeline.profile.generator)
+    original = pipeline.profile
+    pipeline.profile = msgspec.structs.replace(original, generator=capture)
+    progress = Progress(len(cases), label) if show_progress else None
+    results = []
+    try:
+        for case in cases:
+            capture.last = None
+            outcome = await pipeline.ask(case.question, request_id=f"eval-{case.id}", use_cache=False)
+            results.append(to_result(case, outcome.response, capture.last))
+            if progress:
+                progress.advance()
+    finally:
+        pipeline.profile = original
+        if progress:
+            progress.close()
+    return results
+
+
+# --- scoring ------------------------------------------------------------------------------------
+
+
+class Score(msgspec.Struct):
+    n: int
+    accuracy: float
+    false_refusal_rate: float | None
+    fabrication_rate: float | None
+    answer_correctness: float | None
+    answered_correctly: float | None
+    mean_ms: float
+    p95_ms: float
+
+
+def _rate(num: int, den: int) -> float | None:
+    return None if den == 0 else num / den
+
+
+def score(results: Sequence[CaseResult]) -> Score:
+    should_answer = [r for r in results if r.expect == "answer"]
+    should_not = [r for r in results if r.expect != "answer"]
+    answered = [r for r in should_answer if r.status == "answered"]
+    with_key = [r for r in answered if r.must_include_any]
+    ms = sorted(r.ms for r in results) or [0.0]
+    keyed_all = [r for r in should_answer if r.must_include_any]
+    return Score(
+        n=len(results),
+        accuracy=sum(r.correct for r in results) / max(len(results), 1),
+        false_refusal_rate=_rate(sum(r.status != "answered" for r in should_answer), len(should_answer)),
+        fabrication_rate=_rate(sum(r.fabricated for r in should_not), len(should_not)),
+        answer_correctness=_rate(sum(bool(r.answer_correct) for r in with_key), len(with_key)),
+        answered_correctly=_rate(sum(bool(r.answer_correct) for r in keyed_all), len(keyed_all)),
+        mean_ms=statistics.fmean(ms),
+        p95_ms=ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))],
+    )
+
+
+def rescore(results: Sequence[CaseResult], threshold: float, min_claim: float) -> list[CaseResult]:
+    """The gate is a pure function of the stored claim scores, so other thresholds can be re-scored
+    without re-running the pipeline. Cases that never reached the gate keep their outcome."""
+    out = []
+    for r in results:
+        if not r.claim_scores or r.status == "blocked":
+            out.append(r)
+            continue
+        passed = statistics.fmean(r.claim_scores) >= threshold and min(r.claim_scores) >= min_claim
+        answer = (r.answer or r.candidate_answer) if passed else None
+        out.append(
+            msgspec.structs.replace(
+                r,
+                status="answered" if passed else "refused",
+                answer=answer,
+                answer_correct=answer_matches(answer, r.must_include_any) if r.expect == "answer" else None,
+            )
+        )
+    return out
+
+
+# --- report ---------------------------------------------------------------------------------------
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def score_table(groups: dict[str, Sequence[CaseResult]]) -> list[str]:
+    lines = [
+        "| bucket | N | accuracy | fabrication | false refusal | answer correct (of answered) "
+        "| answered correctly (of answerable) | mean ms | p95 ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, rs in groups.items():
+        s = score(rs)
+        lines.append(
+            f"| {name} | {s.n} | {_pct(s.accuracy)} | {_pct(s.fabrication_rate)} | {_pct(s.false_refusal_rate)} "
+            f"| {_pct(s.answer_correctness)} | {_pct(s.answered_correctly)} | {s.mean_ms:.0f} | {s.p95_ms:.0f} |"
+        )
+    return lines
+
+
+def tradeoff_svg(points: Sequence[tuple[float, float, float]], title: str) -> str:
+    """Fabrication rate (y) against false-refusal rate (x), one labelled point per threshold."""
+    w, h, pad = 560, 400, 60
+
+    def x(v: float) -> float:
+        return pad + v * (w - 2 * pad)
+
+    def y(v: float) -> float:
+        return h - pad - v * (h - 2 * pad)
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
+        'font-family="sans-serif" font-size="12">',
+        f'<rect width="{w}" height="{h}" fill="white"/>',
+        f'<text x="{w / 2}" y="24" text-anchor="middle" font-size="15" font-weight="bold">{title}</text>',
+        f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="#333"/>',
+        f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="#333"/>',
+        f'<text x="{w / 2}" y="{h - 18}" text-anchor="middle">false-refusal rate (answerable cases refused)</text>',
+        f'<text x="18" y="{h / 2}" text-anchor="middle" transform="rotate(-90 18 {h / 2})">'
+        "fabrication rate (answered when it should not)</text>",
+    ]
+    for t in (0.0, 0.25, 0.5, 0.75, 1.0):
+        parts.append(f'<text x="{x(t)}" y="{h - pad + 16}" text-anchor="middle">{int(t * 100)}%</text>')
+        parts.append(f'<text x="{pad - 8}" y="{y(t) + 4}" text-anchor="end">{int(t * 100)}%</text>')
+        parts.append(f'<line x1="{x(t)}" y1="{pad}" x2="{x(t)}" y2="{h - pad}" stroke="#eee"/>')
+        parts.append(f'<line x1="{pad}" y1="{y(t)}" x2="{w - pad}" y2="{y(t)}" stroke="#eee"/>')
+    path = " ".join(f"{'M' if i == 0 else 'L'}{x(fr):.1f},{y(fab):.1f}" for i, (_, fr, fab) in enumerate(points))
+    parts.append(f'<path d="{path}" fill="none" stroke="#2563eb" stroke-width="2"/>')
+    for t, fr, fab in points:
+        colour = "#dc2626" if abs(t - 0.7) < 1e-9 else "#2563eb"
+        parts.append(f'<circle cx="{x(fr):.1f}" cy="{y(fab):.1f}" r="4" fill="{colour}"/>')
+        parts.append(f'<text x="{x(fr) + 6:.1f}" y="{y(fab) - 6:.1f}" fill="{colour}">{t:.2f}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def render_report(
+    title: str,
+    results: Sequence[CaseResult],
+    k_sweep: dict[int, list[CaseResult]],
+    settings: Settings,
+    profile: str,
+    plot_name: str,
+    corpus: Path,
+    cases_path: Path,
+    elapsed_s: float,
+) -> str:
+    buckets: dict[str, list[CaseResult]] = {}
+    for r in results:
+        buckets.setdefault(r.bucket, []).append(r)
+    overall = score(results)
+    lines = [
+        f"# {title}",
+        "",
+        f"Profile `{profile}`, corpus `{corpus}`, cases `{cases_path}`, k = {settings.retrieval_k}, "
+        f"retrieval `{settings.retrieval_mode}`, gate mean ≥ {settings.gate_threshold:.2f} and weakest claim ≥ "
+        f"{settings.gate_min_claim:.2f}. Generated by `provenance evals` in {elapsed_s:.0f} s; every figure below "
+        "is what that run produced.",
+        "",
+        f"**Fabrication rate: {_pct(overall.fabrication_rate)}** (answered when it should have refused or "
+        f"blocked) · false refusals {_pct(overall.false_refusal_rate)} · accuracy {_pct(overall.accuracy)} · "
+        f"answerable questions answered correctly {_pct(overall.answered_correctly)}",
+        "",
+        "## Scorecard",
+        "",
+        *score_table({**buckets, "overall": results}),
+        "",
+        "Accuracy counts the exact expected outcome (answered / refused / blocked). Answer correctness checks "
+        "that an answer contains one of the case's `mustIncludeAny` strings.",
+        "",
+        "## Threshold sweep",
+        "",
+        "Re-scored from the stored claim scores (the gate is a pure function of them; cases that never reached "
+        "the gate keep their outcome). The weakest-claim threshold stays at "
+        f"{settings.gate_min_claim:.2f}.",
+        "",
+        "| mean threshold | fabrication | false refusal | accuracy | answered correctly |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for t in THRESHOLDS:
+        s = score(rescore(results, t, settings.gate_min_claim))
+        lines.append(
+            f"| {t:.2f} | {_pct(s.fabrication_rate)} | {_pct(s.false_refusal_rate)} | {_pct(s.accuracy)} "
+            f"| {_pct(s.answered_correctly)} |"
+        )
+    lines += [
+        "",
+        f"![fabrication against false refusal across thresholds]({plot_name})",
+        "",
+        "## k sweep",
+        "",
+        "Re-run end to end for each k (retrieval changes what every later stage sees, so nothing is re-scored).",
+        "",
+        "| k | fabrication | false refusal | accuracy | answered correctly | mean ms |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for k, rs in sorted(k_sweep.items()):
+        s = score(rs)
+        lines.append(
+            f"| {k} | {_pct(s.fabrication_rate)} | {_pct(s.false_refusal_rate)} | {_pct(s.accuracy)} "
+            f"| {_pct(s.answered_correctly)} | {s.mean_ms:.0f} |"
+        )
+    failing = [r for r in results if not r.correct or r.answer_correct is False]
+    lines += ["", f"## Failing cases ({len(failing)})", ""]
+    if not failing:
+        lines.append("None.")
+    else:
+        lines += [
+            "| id | bucket | expected | got | reason | groundedness | weakest claim | question |",
+            "|---|---|---|---|---|---:|---:|---|",
+        ]
+        for r in failing:
+            got = r.status + (" (answer lacks the reference)" if r.correct and r.answer_correct is False else "")
+            g = "" if r.groundedness is None else f"{r.groundedness:.2f}"
+            m = "" if r.min_claim is None else f"{r.min_claim:.2f}"
+            q = r.question.replace("|", "\\|")
+            lines.append(f"| {r.id} | {r.bucket} | {r.expect} | {got} | {r.reason or ''} | {g} | {m} | {q} |")
+    return "\n".join(lines) + "\n"
+
+
+# --- orchestration --------------------------------------------------------------------------------
+
+
+async def run_evals(
+    settings: Settings,
+    corpus: Path,
+    cases_path: Path,
+    out: Path,
+    json_out: Path | None,
+    embedder: Embedder,
+    profile: Profile,
+    title: str,
+    k_sweep: Sequence[int] = K_SWEEP,
+    show_progress: bool = True,
+) -> tuple[list[CaseResult], Score]:
+    started = time.monotonic()
+    cases = load_cases(cases_path)
+    schema = f"evals_{uuid.uuid4().hex[:10]}"
+    eval_settings = settings.with_overrides(db_schema=schema)
+    dsn = resolve_database_url(eval_settings)
+    pool = await create_pool(dsn, eval_settings)
+    try:
+        await migrate(pool)
+        store = Store(pool)
+        await ingest(store, corpus, lambda: embedder, eval_settings.embed_model, eval_settings.chunk_max_tokens)
+        pipeline = Pipeline(eval_settings, store, embedder, profile)
+        await pipeline.refresh_corpus()
+        results = await run_cases(pipeline, cases, "evals", show_progress)
+        sweep: dict[int, list[CaseResult]] = {}
+        for k in k_sweep:
+            if k == eval_settings.retrieval_k:
+                sweep[k] = results
+                continue
+            pipeline.settings = eval_settings.with_overrides(retrieval_k=k)
+            sweep[k] = await run_cases(pipeline, cases, f"k={k}", show_progress)
+    finally:
+        await pool.close()
+        conn_pool = await create_pool(dsn, settings)
+        async with conn_pool.acquire() as conn:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')  # generated name, not user input
+        await conn_pool.close()
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    plot = out.with_suffix(".svg")
+    points = []
+    for t in THRESHOLDS:
+        s = score(rescore(results, t, settings.gate_min_claim))
+        points.append((t, s.false_refusal_rate or 0.0, s.fabrication_rate or 0.0))
+    plot.write_text(tradeoff_svg(points, f"{title}: fabrication vs false refusal"), encoding="utf-8")
+    out.write_text(
+        render_report(
+            title, results, sweep, settings, profile.name, plot.name, corpus, cases_path, time.monotonic() - started
+        ),
+        encoding="utf-8",
+    )
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        records = [
+            {
+                "id": r.id,
+                "expect": r.expect,
+                "status": r.status,
+                "reason": r.reason,
+                "answer": r.answer,
+                "citations": r.citations,
+                "groundedness": r.groundedness,
+                "ms": r.ms,
+            }
+            for r in results
+        ]
+        json_out.write_bytes(b"\n".join(msgspec.json.encode(rec) for rec in records) + b"\n")
+    return results, score(results)
+
+
+def run_evals_sync(*args: object, **kwargs: object) -> tuple[list[CaseResult], Score]:
+    return asyncio.run(run_evals(*args, **kwargs))  # type: ignore[arg-type]
