@@ -56,9 +56,7 @@ _DB_ERRORS = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError, 
 
 
 def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response[Any]:
-    return Response(
-        ErrorEnvelope(ErrorBody(code=code, message=message)), status_code=status, headers=headers or {}
-    )
+    return Response(ErrorEnvelope(ErrorBody(code=code, message=message)), status_code=status, headers=headers or {})
 
 
 _HTTP_CODES = {
@@ -217,9 +215,7 @@ async def _require_json(request: Request[Any, Any, Any]) -> None:
     before_request=_require_json,
     status_code=200,
 )
-async def ask(
-    request: Request[Any, Any, State], data: JSONBody[AskRequest], state: State
-) -> Response[AskResponse]:
+async def ask(request: Request[Any, Any, State], data: JSONBody[AskRequest], state: State) -> Response[AskResponse]:
     s = _services(state)
     question = data.question.strip()
     if not question:
@@ -262,9 +258,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             create_static_files_router(path="/", directories=[Path(WEB_DIR)], html_mode=True, name="web")
         )
     cors = (
-        CORSConfig(
-            allow_origins=list(settings.cors_origins), allow_methods=["GET", "POST"], allow_headers=["*"]
-        )
+        CORSConfig(allow_origins=list(settings.cors_origins), allow_methods=["GET", "POST"], allow_headers=["*"])
         if settings.cors_origins
         else None
     )

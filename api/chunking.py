@@ -86,9 +86,7 @@ def _sentences(paragraph: str) -> list[str]:
     return [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])", paragraph) if s.strip()]
 
 
-def chunk_document(
-    source: str, text: str, count_tokens: Callable[[str], int], max_tokens: int = 256
-) -> list[Chunk]:
+def chunk_document(source: str, text: str, count_tokens: Callable[[str], int], max_tokens: int = 256) -> list[Chunk]:
     stem = source.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     chunks: list[Chunk] = []
     used_slugs: dict[str, int] = {}

@@ -80,8 +80,7 @@ async def migrate(pool: asyncpg.Pool, directory: Path = MIGRATIONS_DIR) -> list[
                 """
             )
             done: dict[str, Any] = {
-                r["name"]: r["checksum"]
-                for r in await conn.fetch("SELECT name, checksum FROM schema_migrations")
+                r["name"]: r["checksum"] for r in await conn.fetch("SELECT name, checksum FROM schema_migrations")
             }
             for path in migration_files(directory):
                 sql = path.read_text(encoding="utf-8")

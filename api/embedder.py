@@ -120,9 +120,7 @@ _instances: dict[tuple[str, str], FastEmbedEmbedder] = {}
 _instances_lock = threading.Lock()
 
 
-def get_embedder(
-    model_name: str, cache_root: Path, threads: int = 2, batch_size: int = 32
-) -> FastEmbedEmbedder:
+def get_embedder(model_name: str, cache_root: Path, threads: int = 2, batch_size: int = 32) -> FastEmbedEmbedder:
     """One embedder per model per process: loading the ONNX session costs most of a second."""
     key = (model_name, str(cache_root))
     with _instances_lock:

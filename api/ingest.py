@@ -149,10 +149,7 @@ async def ingest(
         entry = per_file.setdefault(c.source, {"passages": 0, "tokens": 0})
         entry["passages"] += 1
         entry["tokens"] += c.token_count
-    rows = [
-        PassageRow(c.id, c.source, c.heading, c.position, c.text, c.token_count, c.content_hash)
-        for c in chunks
-    ]
+    rows = [PassageRow(c.id, c.source, c.heading, c.position, c.text, c.token_count, c.content_hash) for c in chunks]
     upserted, deleted = await store.replace_corpus(
         rows,
         embeddings,

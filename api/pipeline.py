@@ -214,9 +214,7 @@ class Pipeline:
 class _Run:
     """Builds the final AskResponse from whatever stages ran."""
 
-    def __init__(
-        self, pipeline: Pipeline, question: str, request_id: str, stages: Stages, started: float
-    ) -> None:
+    def __init__(self, pipeline: Pipeline, question: str, request_id: str, stages: Stages, started: float) -> None:
         self.pipeline = pipeline
         self.question = question
         self.request_id = request_id

@@ -34,9 +34,7 @@ class Services:
 
 
 def load_embedder(settings: Settings) -> Embedder:
-    return get_embedder(
-        settings.embed_model, settings.data_dir, settings.embed_threads, settings.embed_batch_size
-    )
+    return get_embedder(settings.embed_model, settings.data_dir, settings.embed_threads, settings.embed_batch_size)
 
 
 def build_profile(settings: Settings, embedder: Embedder) -> Profile:

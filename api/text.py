@@ -383,11 +383,7 @@ def split_sentences(text: str) -> list[str]:
     for block in re.split(r"\n\s*\n", text):
         lines = [ln.strip() for ln in block.splitlines() if ln.strip()]
         is_list = all(re.match(r"^([-*+]|\d+[.)])\s+", ln) for ln in lines[1:]) and len(lines) > 1
-        units = (
-            lines
-            if is_list or any(re.match(r"^([-*+]|\d+[.)])\s+", ln) for ln in lines)
-            else [" ".join(lines)]
-        )
+        units = lines if is_list or any(re.match(r"^([-*+]|\d+[.)])\s+", ln) for ln in lines) else [" ".join(lines)]
         for unit in units:
             unit = re.sub(r"^([-*+]|\d+[.)])\s+", "", unit)
             out.extend(s.strip() for s in _SENTENCE_END.split(unit) if len(s.strip()) > 1)

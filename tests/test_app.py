@@ -15,9 +15,7 @@ def test_healthz_reports_database_and_corpus(live_server: LiveServer) -> None:
 
 
 def test_malformed_json_is_a_400_json_error_and_the_server_keeps_serving(live_server: LiveServer) -> None:
-    r = httpx.post(
-        f"{live_server.url}/ask", content=b'{"question": ', headers={"content-type": "application/json"}
-    )
+    r = httpx.post(f"{live_server.url}/ask", content=b'{"question": ', headers={"content-type": "application/json"})
     assert r.status_code == 400
     assert r.json()["error"]["code"] == "bad_request"
     assert httpx.get(f"{live_server.url}/healthz").status_code == 200

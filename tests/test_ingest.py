@@ -56,9 +56,7 @@ async def test_ingest_embeds_once_and_then_only_what_changed(
     assert not any(pid.startswith("08-") for pid in await fresh_store.stored_hashes())
 
 
-async def test_bad_files_are_reported_and_skipped(
-    fresh_store: Store, embedder: Embedder, tmp_path: Path
-) -> None:
+async def test_bad_files_are_reported_and_skipped(fresh_store: Store, embedder: Embedder, tmp_path: Path) -> None:
     (tmp_path / "good.md").write_text("# Doc\n\n## Hours\n\nWe open at nine.\n")
     (tmp_path / "binary.md").write_bytes(b"\x89PNG\x00\x00\x01")
     (tmp_path / "latin1.txt").write_bytes("caf\xe9 menu".encode("latin-1"))

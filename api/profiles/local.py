@@ -89,9 +89,7 @@ def expected_answer_type(question: str) -> str | None:
     q = question.lower()
     if re.search(r"\bhow much\b|\bcost\b|\bprice\b|\bfee\b|\bcharge\b|\bpay\b", q):
         return "money"
-    if re.search(r"\bwhat time\b|\bhours?\b|\bopen\b|\bclose\b", q) and not re.search(
-        r"\bhow many hours\b", q
-    ):
+    if re.search(r"\bwhat time\b|\bhours?\b|\bopen\b|\bclose\b", q) and not re.search(r"\bhow many hours\b", q):
         return "time"
     if re.search(r"\bhow (many|long|old|often|far|big|large)\b|\bminimum\b|\bmaximum\b|\blimit\b", q):
         return "number"
@@ -114,11 +112,7 @@ def answer_type_match(kind: str | None, claim: str) -> float:
     if kind == "number":
         return 1.0 if T.bare_numbers(claim) else 0.0
     if kind == "date":
-        return (
-            1.0
-            if T.months(claim) or _YEAR.search(claim) or _DAY.search(claim) or T.bare_numbers(claim)
-            else 0.0
-        )
+        return 1.0 if T.months(claim) or _YEAR.search(claim) or _DAY.search(claim) or T.bare_numbers(claim) else 0.0
     if kind == "contact":
         return 1.0 if T.emails(claim) or re.search(r"\d{3}[ -]?\d{3,4}", claim) else 0.0
     if kind == "person":
@@ -171,9 +165,7 @@ class LocalScreener:
 
     name = "local-embedding-screener"
 
-    def __init__(
-        self, embedder: Embedder, off_topic_margin: float = 0.05, corpus_floor: float = 0.30
-    ) -> None:
+    def __init__(self, embedder: Embedder, off_topic_margin: float = 0.05, corpus_floor: float = 0.30) -> None:
         self.embedder = embedder
         self.off_topic_margin = off_topic_margin
         self.corpus_floor = corpus_floor
@@ -200,9 +192,7 @@ class ExtractiveGenerator:
 
     name = LOCAL_GENERATOR
 
-    def __init__(
-        self, sentences: SentenceEmbeddings, min_relevance: float = 0.45, max_sentences: int = 2
-    ) -> None:
+    def __init__(self, sentences: SentenceEmbeddings, min_relevance: float = 0.45, max_sentences: int = 2) -> None:
         self.sentences = sentences
         self.min_relevance = min_relevance
         self.max_sentences = max_sentences
@@ -237,9 +227,7 @@ class ExtractiveGenerator:
         chosen = [r for r in ranked[: self.max_sentences] if r[0] >= max(self.min_relevance, best - 0.05)]
         # Keep document order within a passage so two quoted sentences read naturally.
         answer = " ".join(r[1] for r in chosen)
-        return Generation(
-            answer=answer, used_passage_ids=list(dict.fromkeys(r[2] for r in chosen)), usage=usage
-        )
+        return Generation(answer=answer, used_passage_ids=list(dict.fromkeys(r[2] for r in chosen)), usage=usage)
 
 
 # --- decomposer -----------------------------------------------------------------------------------
@@ -269,10 +257,23 @@ FEATURES = (
     "entities_supported",
     "negation_agrees",
     "question_coverage",
-    "question_topic_coverage",
+    "question_foreign_term",
     "question_claim_sim",
     "answer_type_match",
+    "question_numbers_supported",
 )
+
+_CLAUSE_SPLIT = re.compile(
+    r"\?\s+|;\s*|,?\s+(?:and|or|but|also)\s+(?=(?:can|could|is|are|do|does|did|how|what|when|where|who|which|will|"
+    r"should|may|must|would|if|i|we)\b)",
+    re.IGNORECASE,
+)
+
+
+def sub_questions(question: str) -> list[str]:
+    """A question that asks two things is two questions: the claim need address only one of them."""
+    parts = [p.strip(" ,?") for p in _CLAUSE_SPLIT.split(question) if p and len(T.words(p)) >= 2]
+    return parts or [question]
 
 
 class Coefficients(msgspec.Struct, frozen=True):
@@ -289,43 +290,104 @@ def load_coefficients(path: Path = COEFFICIENTS_PATH) -> Coefficients:
     return coef
 
 
-def claim_features(
-    question: str,
-    claim: str,
-    claim_vec: np.ndarray,
-    question_vec: np.ndarray,
-    passage: ScoredPassage,
-    sentence_vecs: np.ndarray,
-    sentences: Sequence[str],
-) -> list[float]:
-    """The verifier's features for one (question, claim, passage) triple, each within [0, 1]."""
-    section = passage.heading.split(" > ")[-1]
-    p_terms = T.content_terms(passage.text) | T.content_terms(section)
-    c_terms = T.content_terms(claim)
-    sims = sentence_vecs @ claim_vec if len(sentences) else np.zeros(1)
-    best = int(np.argmax(sims))
-    best_sentence = sentences[best] if sentences else ""
-    c_nums = T.bare_numbers(claim)
-    c_ents = T.entities(claim)
-    q_terms = T.content_terms(question)
-    return [
-        max(0.0, float(sims[best])),
-        T.overlap(c_terms, p_terms),
-        1.0 if c_nums <= T.bare_numbers(passage.text) else 0.0,
-        T.overlap(c_ents, p_terms | T.entities(passage.text)),
-        1.0 if T.has_negation(claim) == T.has_negation(best_sentence) else 0.0,
-        T.overlap(q_terms, c_terms | T.content_terms(section)),
-        T.overlap(q_terms, p_terms),
-        max(0.0, float(claim_vec @ question_vec)),
-        answer_type_match(expected_answer_type(question), claim),
-    ]
+class WordVectors:
+    """Vectors of single words, for soft term matching ("age" answers "how old")."""
+
+    def __init__(self, embedder: Embedder, capacity: int = 50_000) -> None:
+        self.cache = SentenceEmbeddings(embedder, capacity)
+
+    def similarity(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        if not a or not b:
+            return np.zeros((len(a), len(b)))
+        va, vb = self.cache.get(list(a)), self.cache.get(list(b))
+        return np.asarray(va @ vb.T)
+
+
+def _surface_terms(text: str) -> dict[str, str]:
+    """stem -> a surface form of it, for the content words of text."""
+    out: dict[str, str] = {}
+    for w in T.words(text):
+        if w in T.STOPWORDS or w in T.QUESTION_WORDS or (len(w) < 2 and not w.isdigit()):
+            continue
+        out.setdefault(T.stem(w), w)
+    return out
+
+
+def soft_match(similarity: float) -> float:
+    """Word-vector similarity to coverage: near-synonyms ("fee"/"cost" 0.71, "old"/"age" 0.69) count,
+    mere neighbours ("acrylic"/"plywood" 0.40, "parking"/"bike" 0.45) do not."""
+    return min(1.0, max(0.0, (similarity - 0.45) / 0.30))
+
+
+class FeatureExtractor:
+    """Computes the verifier's features for (question, claim, passage); each lies within [0, 1]."""
+
+    def __init__(self, sentences: SentenceEmbeddings, words: WordVectors) -> None:
+        self.sentences = sentences
+        self.words = words
+
+    def _soft_coverage(self, question: str, covering: dict[str, str]) -> tuple[float, float]:
+        """(mean, min) over the question's terms of how well `covering` contains each; the best sub-question."""
+        best = (1.0, 1.0)
+        best_key = -1.0
+        for part in sub_questions(question):
+            q_terms = _surface_terms(part)
+            if not q_terms:
+                continue
+            missing = [w for stem_, w in q_terms.items() if stem_ not in covering]
+            scores = {stem_: 1.0 for stem_ in q_terms if stem_ in covering}
+            if missing:
+                sims = self.words.similarity(missing, list(covering.values()))
+                for w, row in zip(missing, sims, strict=True):
+                    scores[T.stem(w)] = soft_match(float(row.max())) if row.size else 0.0
+            values = list(scores.values())
+            mean, low = sum(values) / len(values), min(values)
+            if mean + low > best_key:
+                best_key, best = mean + low, (mean, low)
+        return best
+
+    def features(
+        self,
+        question: str,
+        claim: str,
+        claim_vec: np.ndarray,
+        question_vec: np.ndarray,
+        passage: ScoredPassage,
+    ) -> list[float]:
+        sentences = T.split_sentences(passage.text)
+        section = passage.heading.split(" > ")[-1]
+        p_terms = T.content_terms(passage.text) | T.content_terms(section)
+        c_terms = T.content_terms(claim)
+        if sentences:
+            sims = self.sentences.get(sentences) @ claim_vec
+            best = int(np.argmax(sims))
+            best_sim, best_sentence = float(sims[best]), sentences[best]
+        else:
+            best_sim, best_sentence = 0.0, ""
+        q_mean, _ = self._soft_coverage(question, _surface_terms(claim) | _surface_terms(section))
+        # A question term the whole passage lacks (not even a near-synonym) is what a gap, a false premise
+        # or a swapped entity looks like; the claim-level coverage above can't see the passage's context.
+        _, q_min = self._soft_coverage(question, _surface_terms(passage.text) | _surface_terms(section))
+        q_nums = T.bare_numbers(question)
+        return [
+            max(0.0, best_sim),
+            T.overlap(c_terms, p_terms),
+            1.0 if T.bare_numbers(claim) <= T.bare_numbers(passage.text) else 0.0,
+            T.overlap(T.entities(claim), p_terms | T.entities(passage.text)),
+            1.0 if T.has_negation(claim) == T.has_negation(best_sentence) else 0.0,
+            q_mean,
+            q_min,
+            max(0.0, float(claim_vec @ question_vec)),
+            answer_type_match(expected_answer_type(question), claim),
+            1.0 if q_nums <= T.bare_numbers(passage.text + " " + claim) else 0.0,
+        ]
 
 
 class LocalVerifier:
     name = LOCAL_VERIFIER
 
-    def __init__(self, sentences: SentenceEmbeddings, coefficients: Coefficients | None = None) -> None:
-        self.sentences = sentences
+    def __init__(self, extractor: FeatureExtractor, coefficients: Coefficients | None = None) -> None:
+        self.extractor = extractor
         self.coef = coefficients or load_coefficients()
         self._w = np.asarray(self.coef.weights, dtype=np.float64)
 
@@ -333,41 +395,44 @@ class LocalVerifier:
         z = float(np.dot(self._w, np.asarray(features, dtype=np.float64)) + self.coef.intercept)
         return 1.0 / (1.0 + math.exp(-z))
 
-    def _verify(
-        self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]
-    ) -> Verification:
-        embedder = self.sentences.embedder
+    def _verify(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification:
+        embedder = self.extractor.sentences.embedder
         q_vec = embedder.embed_query(question)
-        claim_vecs = embedder.embed_documents(list(claims))
-        per_passage = [(p, T.split_sentences(p.text)) for p in passages]
-        verdicts: list[ClaimVerdict] = []
+        claim_vecs = self.extractor.sentences.get(list(claims))
         premise = question_premise(question)
         all_terms: set[str] = set()
         for p in passages:
             all_terms |= T.content_terms(p.text) | T.content_terms(p.heading)
+        # A question built on a premise the passages never state ("Since the pool is open late...") is not
+        # answered by any claim, however well supported the claim is on its own.
         premise_ok = premise is None or T.overlap(T.content_terms(premise), all_terms) >= 0.75
+        verdicts: list[ClaimVerdict] = []
         for claim, c_vec in zip(claims, claim_vecs, strict=True):
-            scored: list[tuple[float, str]] = []
-            for p, sents in per_passage:
-                s_vecs = self.sentences.get(sents) if sents else np.zeros((0, c_vec.shape[0]))
-                feats = claim_features(question, claim, c_vec, q_vec, p, s_vecs, sents)
-                scored.append((self.probability(feats), p.id))
+            scored = [
+                (self.probability(self.extractor.features(question, claim, c_vec, q_vec, p)), p.id) for p in passages
+            ]
             if not scored:
                 verdicts.append(ClaimVerdict(score=0.0, supporting_passage_ids=[]))
                 continue
             best = max(s for s, _ in scored)
             if not premise_ok:
                 best = min(best, 0.2)
-            support = [pid for s, pid in sorted(scored, key=lambda x: -x[0]) if s >= 0.5 and s >= best - 0.15]
+            # The best-scoring passage always counts as the claim's support, so the lexical check
+            # compares the claim's numbers with the passage the verifier actually relied on.
+            ranked = sorted(scored, key=lambda x: -x[0])
+            support = [ranked[0][1]] + [pid for s, pid in ranked[1:] if s >= 0.5 and s >= best - 0.15]
             verdicts.append(ClaimVerdict(score=round(best, 4), supporting_passage_ids=support))
         return Verification(verdicts=verdicts)
 
-    async def verify(
-        self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]
-    ) -> Verification:
+    async def verify(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification:
         if not claims:
             return Verification(verdicts=[])
         return await asyncio.to_thread(self._verify, question, claims, passages)
+
+
+def build_local_verifier(embedder: Embedder, sentences: SentenceEmbeddings | None = None) -> LocalVerifier:
+    sentences = sentences or SentenceEmbeddings(embedder)
+    return LocalVerifier(FeatureExtractor(sentences, WordVectors(embedder)))
 
 
 def build_local_profile(embedder: Embedder) -> Profile:
@@ -377,6 +442,6 @@ def build_local_profile(embedder: Embedder) -> Profile:
         screener=LocalScreener(embedder),
         generator=ExtractiveGenerator(sentences),
         decomposer=SentenceDecomposer(),
-        verifiers=(LocalVerifier(sentences),),
+        verifiers=(build_local_verifier(embedder, sentences),),
         paid=False,
     )

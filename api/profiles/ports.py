@@ -71,9 +71,7 @@ class Decomposer(Protocol):
 class Verifier(Protocol):
     name: str
 
-    async def verify(
-        self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]
-    ) -> Verification: ...
+    async def verify(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification: ...
 
 
 class Profile(msgspec.Struct, frozen=True):

@@ -17,9 +17,7 @@ class GenerationOutcome(msgspec.Struct, frozen=True):
     generation: Generation
 
 
-async def generate(
-    question: str, generator: Generator, passages: Sequence[ScoredPassage]
-) -> GenerationOutcome:
+async def generate(question: str, generator: Generator, passages: Sequence[ScoredPassage]) -> GenerationOutcome:
     timer = Timer()
     generation = await generator.generate(question, passages)
     given = {p.id for p in passages}
@@ -35,8 +33,6 @@ async def generate(
         output_tokens=generation.usage.output_tokens,
         empty=not answer,
         used_passage_ids=used,
-        detail="the generator found nothing in the passages that answers the question"
-        if not answer
-        else None,
+        detail="the generator found nothing in the passages that answers the question" if not answer else None,
     )
     return GenerationOutcome(stage, generation)

@@ -35,9 +35,7 @@ def check_claim(claim: ClaimResult, passages: Sequence[ScoredPassage]) -> ClaimR
     missing_months = T.months(claim.text) - T.months(support_text)
     if missing_numbers or missing_months:
         score, capped_by = min(score, UNSUPPORTED_NUMBER_CAP), "number_or_date_not_in_support"
-    return msgspec.structs.replace(
-        claim, score=round(score, 4), lexical_overlap=round(best, 3), capped_by=capped_by
-    )
+    return msgspec.structs.replace(claim, score=round(score, 4), lexical_overlap=round(best, 3), capped_by=capped_by)
 
 
 def lexical_check(claims: Sequence[ClaimResult], passages: Sequence[ScoredPassage]) -> LexicalOutcome:

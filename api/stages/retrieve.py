@@ -75,9 +75,7 @@ async def retrieve(
         embed_model=embedder.model_name,
         embed_ms=embed_ms,
         passages=[
-            RetrievedPassage(
-                id=p.id, source=p.source, heading=p.heading, text=p.text, score=round(p.score, 4)
-            )
+            RetrievedPassage(id=p.id, source=p.source, heading=p.heading, text=p.text, score=round(p.score, 4))
             for p in passages
         ],
         detail=None if passages else "the corpus is empty",

@@ -1,0 +1,53 @@
+"""Helpers shared by the benchmarks: a throwaway schema on the embedded (or configured) Postgres."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+import asyncpg
+
+from provenance.db import create_pool, migrate, resolve_database_url
+from provenance.settings import Settings, load_settings
+from provenance.store import Store
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout.splitlines():
+            if line.startswith("Model name:"):
+                cpu = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    python = platform.python_version()
+    return f"{os.cpu_count()} cores ({cpu}), {mem_gib:.0f} GiB RAM, Python {python}, {platform.system()}"
+
+
+@asynccontextmanager
+async def scratch_store(settings: Settings | None = None) -> AsyncIterator[tuple[Store, Settings]]:
+    base = settings or load_settings()
+    scratch = base.with_overrides(db_schema=f"bench_{uuid.uuid4().hex[:8]}", log_level="warning")
+    dsn = resolve_database_url(scratch)
+    pool = await create_pool(dsn, scratch)
+    await migrate(pool)
+    try:
+        yield Store(pool), scratch
+    finally:
+        await pool.close()
+        conn = await asyncpg.connect(dsn)
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{scratch.db_schema}" CASCADE')  # generated name
+        await conn.close()
