@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 
 import asyncpg
 
@@ -16,6 +17,9 @@ from provenance.settings import Settings
 from provenance.store import Store
 
 
+WARMUP_PASSAGES = 2_000
+
+
 @dataclass
 class Services:
     settings: Settings
@@ -24,12 +28,16 @@ class Services:
     embedder: Embedder
     profile: Profile
     pipeline: Pipeline
+    warmup_task: asyncio.Task[None] | None = field(default=None, repr=False)
 
     async def close(self) -> None:
         # The guards hold an HTTP client (Turnstile) that must close before the loop does.
         aclose = getattr(self.pipeline.guards, "aclose", None)
         if aclose is not None:
             await aclose()
+        if self.warmup_task is not None and not self.warmup_task.done():
+            # The thread can't be interrupted; waiting keeps it from embedding into a closing process.
+            await asyncio.wait([self.warmup_task], timeout=30)
         await self.pool.close()
 
 
@@ -53,7 +61,7 @@ def build_guards(settings: Settings, store: Store) -> Guards | None:
     return PostgresGuards(settings, store)
 
 
-async def build_services(settings: Settings, *, with_guards: bool = True) -> Services:
+async def build_services(settings: Settings, *, with_guards: bool = True, warm: bool = True) -> Services:
     dsn = resolve_database_url(settings)
     pool = await create_pool(dsn, settings)
     await migrate(pool)
@@ -63,4 +71,9 @@ async def build_services(settings: Settings, *, with_guards: bool = True) -> Ser
     guards = build_guards(settings, store) if with_guards else None
     pipeline = Pipeline(settings, store, embedder, profile, guards)
     await pipeline.refresh_corpus()
-    return Services(settings, pool, store, embedder, profile, pipeline)
+    services = Services(settings, pool, store, embedder, profile, pipeline)
+    if profile.warmup is not None and warm:
+        # In the background: start-up stays fast, and the first questions find their sentences ready.
+        texts = await store.passage_texts(WARMUP_PASSAGES)
+        services.warmup_task = asyncio.create_task(asyncio.to_thread(profile.warmup, texts))
+    return services

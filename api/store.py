@@ -105,6 +105,11 @@ class Store:
             )
         return None if row is None else StoredPassage(**dict(row))
 
+    async def passage_texts(self, limit: int) -> list[str]:
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch("SELECT text FROM passages ORDER BY source, position LIMIT $1", limit)
+        return [r["text"] for r in rows]
+
     async def passages_by_ids(self, ids: Sequence[str]) -> list[StoredPassage]:
         async with self.pool.acquire() as conn:
             rows = await conn.fetch(

@@ -75,6 +75,12 @@ class SentenceEmbeddings:
             return np.stack([self._cache[s] for s in sentences]) if sentences else np.zeros((0, 1))
 
 
+def warm_sentences(cache: SentenceEmbeddings, passage_texts: Sequence[str], batch: int = 64) -> None:
+    sentences = list(dict.fromkeys(s for text in passage_texts for s in T.split_sentences(text)))
+    for start in range(0, min(len(sentences), cache.capacity), batch):
+        cache.get(sentences[start : start + batch])
+
+
 # --- answer-type agreement ----------------------------------------------------------------------
 
 _TIME = re.compile(r"\b\d{1,2}(:\d{2})?\s?(am|pm|a\.m\.|p\.m\.)|\b(noon|midnight|\d{1,2}:\d{2})\b", re.I)
@@ -444,4 +450,5 @@ def build_local_profile(embedder: Embedder) -> Profile:
         decomposer=SentenceDecomposer(),
         verifiers=(build_local_verifier(embedder, sentences),),
         paid=False,
+        warmup=lambda texts: warm_sentences(sentences, texts),
     )

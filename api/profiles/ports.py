@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
 
 import msgspec
@@ -83,3 +83,5 @@ class Profile(msgspec.Struct, frozen=True):
     decomposer: Decomposer
     verifiers: tuple[Verifier, ...]
     paid: bool
+    # Precomputes per-passage state (sentence vectors) so first questions don't pay for it.
+    warmup: Callable[[Sequence[str]], None] | None = None
