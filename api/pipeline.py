@@ -20,7 +20,7 @@ from provenance.models import AskResponse, ClaimResult, Reason, Stages, Status
 from provenance.profiles.ports import ModelError, Profile, Usage
 from provenance.settings import Settings
 from provenance.stages.citations import citations_from_support
-from provenance.stages.decompose import decompose
+from provenance.stages.decompose import decompose, decompose_and_verify
 from provenance.stages.entail import entail
 from provenance.stages.gate import gate
 from provenance.stages.generate import generate
@@ -143,6 +143,10 @@ class Pipeline:
             outcome = await self._answer(run, usages)
         except ModelError as exc:
             log.warning("model error", error=str(exc))
+            # A call that was billed but gave unusable output (ModelOutputError) still costs its usage.
+            billed: Usage | None = getattr(exc, "usage", None)
+            if billed is not None:
+                usages.append(billed)
             outcome = run.finish("blocked", "model_error", detail=str(exc))
         finally:
             stages.spend = await self.guards.spend_settle(reservation, usages, self.profile)
@@ -193,10 +197,25 @@ class Pipeline:
             return run.finish("refused", "no_answer")
 
         # 7-10. Claims, entailment by every verifier, the lexical sanity check, the gate.
-        decomposed = await decompose(question, answer, self.profile.decomposer)
-        usages.append(decomposed.usage)
-        stages.decomposition = decomposed.stage
-        entailed = await entail(question, decomposed.claims, passages, self.profile.verifiers)
+        combined = self.profile.decompose_and_verify
+        if combined is not None:
+            # One model call gives the claims and the model's verdicts; the local verifier still scores
+            # every claim itself, and a claim is supported only when both agree.
+            decomposed, model_verification = await decompose_and_verify(question, answer, passages, combined)
+            usages.append(decomposed.usage)
+            stages.decomposition = decomposed.stage
+            entailed = await entail(
+                question,
+                decomposed.claims,
+                passages,
+                self.profile.verifiers,
+                model_verdicts=(combined.name, model_verification),
+            )
+        else:
+            decomposed = await decompose(question, answer, self.profile.decomposer)
+            usages.append(decomposed.usage)
+            stages.decomposition = decomposed.stage
+            entailed = await entail(question, decomposed.claims, passages, self.profile.verifiers)
         usages.extend(entailed.usages)
         stages.entailment = entailed.stage
         checked = lexical_check(entailed.claims, passages)

@@ -327,7 +327,8 @@ def _message_body(request: RecordedRequest, reply: Reply) -> bytes:
 
 # --- the default responder: grounded, plausible answers for the profile's tools ------------------
 
-_PASSAGE = re.compile(r'<passage n="\d+" id="([^"]*)"[^>]*>\n(.*?)\n</passage>', re.DOTALL)
+# Attribute values may contain ">" (headings are "Chapter > Section"), so the tag ends at its line's end.
+_PASSAGE = re.compile(r'<passage n="\d+" id="([^"]*)"[^\n]*>\n(.*?)\n</passage>', re.DOTALL)
 _CLAIM = re.compile(r'<claim index="(\d+)">(.*?)</claim>', re.DOTALL)
 _ANSWER = re.compile(r"<answer>\n(.*?)\n</answer>", re.DOTALL)
 

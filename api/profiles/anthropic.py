@@ -677,4 +677,6 @@ def build_anthropic_profile(settings: Settings, embedder: Embedder, client: Asyn
         decomposer=models.decomposer,
         verifiers=(build_local_verifier(embedder), models.verifier),
         paid=True,
+        # Claims and the model's verdicts in one call: three sequential round trips per answer, not four.
+        decompose_and_verify=models.decompose_and_verify,
     )

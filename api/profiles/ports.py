@@ -74,6 +74,19 @@ class Verifier(Protocol):
     async def verify(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification: ...
 
 
+class DecomposeAndVerify(Protocol):
+    """Claim decomposition and model entailment in one model call (one round trip instead of two).
+
+    Returns one verdict per claim, in the claims' order; the call's usage is on the Decomposition only.
+    """
+
+    name: str
+
+    async def decompose_and_verify(
+        self, question: str, answer: str, passages: Sequence[ScoredPassage]
+    ) -> tuple[Decomposition, Verification]: ...
+
+
 class Profile(msgspec.Struct, frozen=True):
     """What a model profile provides to the pipeline. `verifiers[0]` is always the local verifier."""
 
@@ -85,3 +98,6 @@ class Profile(msgspec.Struct, frozen=True):
     paid: bool
     # Precomputes per-passage state (sentence vectors) so first questions don't pay for it.
     warmup: Callable[[Sequence[str]], None] | None = None
+    # When set, the pipeline gets claims and the model's entailment verdicts from this one call, and then
+    # runs only verifiers[0] (the local verifier) itself; verifiers[1:] are not called.
+    decompose_and_verify: DecomposeAndVerify | None = None

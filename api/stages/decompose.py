@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 
 from provenance.models import DecompositionStage
 from provenance.profiles.local import is_meta_claim
-from provenance.profiles.ports import Decomposer, Usage
+from provenance.profiles.ports import ClaimVerdict, DecomposeAndVerify, Decomposer, Usage, Verification
 from provenance.stages.timing import Timer
+from provenance.store import ScoredPassage
 
 
 class DecompositionOutcome(msgspec.Struct, frozen=True):
@@ -40,3 +43,37 @@ async def decompose(question: str, answer: str, decomposer: Decomposer) -> Decom
         detail=f"dropped {len(dropped)} claim(s) about the sources themselves" if dropped else None,
     )
     return DecompositionOutcome(stage, kept, result.usage)
+
+
+async def decompose_and_verify(
+    question: str, answer: str, passages: Sequence[ScoredPassage], checker: DecomposeAndVerify
+) -> tuple[DecompositionOutcome, Verification]:
+    """Claims and the model's verdicts from one call. Claims are filtered as `decompose` filters them, and
+    each verdict stays with its claim; a claim the model gave no verdict for scores 0."""
+    timer = Timer()
+    result, verification = await checker.decompose_and_verify(question, answer, passages)
+    missing = ClaimVerdict(score=0.0, supporting_passage_ids=[])
+    kept: list[str] = []
+    verdicts: list[ClaimVerdict] = []
+    dropped: list[str] = []
+    for i, claim in enumerate(result.claims):
+        text = claim.strip()
+        if not text or text in kept:
+            continue
+        if is_meta_claim(text):
+            dropped.append(text)
+            continue
+        kept.append(text)
+        verdicts.append(verification.verdicts[i] if i < len(verification.verdicts) else missing)
+    detail = f"claims and the model's entailment verdicts in one call ({checker.name})"
+    if dropped:
+        detail += f"; dropped {len(dropped)} claim(s) about the sources themselves"
+    stage = DecompositionStage(
+        status="ok",
+        ms=timer.ms,
+        model=result.usage.model,
+        claim_count=len(kept),
+        dropped=dropped,
+        detail=detail,
+    )
+    return DecompositionOutcome(stage, kept, result.usage), Verification(verdicts=verdicts, usage=verification.usage)

@@ -46,9 +46,25 @@ def combine(claims: Sequence[str], local: Verification, model: Verification | No
 
 
 async def entail(
-    question: str, claims: Sequence[str], passages: Sequence[ScoredPassage], verifiers: Sequence[Verifier]
+    question: str,
+    claims: Sequence[str],
+    passages: Sequence[ScoredPassage],
+    verifiers: Sequence[Verifier],
+    *,
+    model_verdicts: tuple[str, Verification] | None = None,
 ) -> EntailmentOutcome:
+    """`model_verdicts` (the model verifier's name and its verdicts) are ones that arrived with the claims
+    (one combined call); then only `verifiers[0]`, the local verifier, runs here, and both still count."""
     timer = Timer()
+    if model_verdicts is not None:
+        local_verifier = verifiers[0]
+        own = await local_verifier.verify(question, claims, passages)
+        model_name, given = model_verdicts
+        names = [local_verifier.name, model_name]
+        paid = [v.usage for v in (own, given) if v.usage is not None]
+        detail = "the model's verdicts came with the claims (one call); the local verifier scored every claim"
+        stage = EntailmentStage(status="ok", ms=timer.ms, verifiers=names, detail=detail)
+        return EntailmentOutcome(stage, combine(claims, own, given), paid)
     verifications = await asyncio.gather(*(v.verify(question, claims, passages) for v in verifiers))
     local = verifications[0]
     model = verifications[1] if len(verifications) > 1 else None
