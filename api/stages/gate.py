@@ -25,7 +25,8 @@ def gate(
             detail="the answer made no checkable claim",
         )
     scores = [c.score for c in claims]
-    mean, lowest = sum(scores) / len(scores), min(scores)
+    # Decide on the figures the stage reports: unrounded, three claims of 0.7 average 0.6999999999999998.
+    mean, lowest = round(sum(scores) / len(scores), 4), round(min(scores), 4)
     passed = mean >= threshold and lowest >= min_claim_threshold
     if passed:
         detail = None
@@ -36,8 +37,8 @@ def gate(
     return GroundednessStage(
         status="ok",
         ms=round(elapsed_ms + timer.ms, 2),
-        score=round(mean, 4),
-        min_claim=round(lowest, 4),
+        score=mean,
+        min_claim=lowest,
         threshold=threshold,
         min_claim_threshold=min_claim_threshold,
         decision="pass" if passed else "fail",
