@@ -43,5 +43,10 @@ fmt:
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# Every benchmark in one run (under 10 minutes on 2 cores); rewrites docs/benchmarks.md and the table in
+# docs/scaling.md. `bench/scaling.py` alone: $(BIN)/python -m bench.scaling
+bench: install
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) .data .pytest_cache .mypy_cache .ruff_cache

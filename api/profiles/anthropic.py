@@ -667,16 +667,20 @@ def build_anthropic_models(settings: Settings, client: AsyncAnthropic | None = N
 def build_anthropic_profile(settings: Settings, embedder: Embedder, client: AsyncAnthropic | None = None) -> Profile:
     """The paid profile: Claude screens, answers and decomposes; the local verifier stays verifiers[0]."""
     # Imported here so that using the model classes alone doesn't load the embedder's dependencies.
-    from provenance.profiles.local import build_local_verifier
+    from provenance.profiles.local import SentenceEmbeddings, build_local_verifier, warm_sentences
 
     models = build_anthropic_models(settings, client)
+    sentences = SentenceEmbeddings(embedder)
     return Profile(
         name="anthropic",
         screener=models.screener,
         generator=models.generator,
         decomposer=models.decomposer,
-        verifiers=(build_local_verifier(embedder), models.verifier),
+        verifiers=(build_local_verifier(embedder, sentences), models.verifier),
         paid=True,
+        # The local verifier runs after the combined model call, on the critical path: have the passages'
+        # sentence vectors ready (start-up warms them in the background) rather than embed them then.
+        warmup=lambda texts: warm_sentences(sentences, texts),
         # Claims and the model's verdicts in one call: three sequential round trips per answer, not four.
         decompose_and_verify=models.decompose_and_verify,
     )
