@@ -63,17 +63,19 @@ def table(rows: Sequence[ScalingRow]) -> str:
     base = rows[0].result.throughput if rows else 0.0
     lines = [
         "| workers | req/s | vs 1 worker | p50 ms | p95 ms | CPU s: server | Postgres | load generator "
-        "| machine busy (of 2 cores) | peak RSS server MiB | Postgres MiB |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| other users | machine busy | peak RSS server MiB | Postgres MiB |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         r = row.result
         cores = os.cpu_count() or 1
-        busy = r.cpu["machine_busy"] / (r.wall_s * cores) if r.wall_s else 0.0
+        window = r.cpu["window_s"]
+        busy = min(1.0, r.cpu["machine_busy"] / (window * cores)) if window else 0.0
         lines.append(
             f"| {row.workers} | {r.throughput:.2f} | {r.throughput / base if base else 0:.2f}× | {r.rt(0.5):.0f} "
             f"| {r.rt(0.95):.0f} | {r.cpu['server']:.1f} | {r.cpu['postgres']:.1f} | {r.cpu['client']:.1f} "
-            f"| {100 * busy:.0f}% | {row.peak_server_mib:.0f} | {row.peak_pg_mib:.0f} |"
+            f"| {r.cpu['others']:.1f} | {100 * busy:.0f}% of {cores} cores | {row.peak_server_mib:.0f} "
+            f"| {row.peak_pg_mib:.0f} |"
         )
     return "\n".join(lines)
 
@@ -81,10 +83,11 @@ def table(rows: Sequence[ScalingRow]) -> str:
 def summary(rows: Sequence[ScalingRow], concurrency: int, requests: int, load_avg: str) -> str:
     """The measured table and the facts read straight off it, for docs/scaling.md."""
     lines = [
-        f"Measured by `python -m bench.scaling` on {machine()}; load average before the run: {load_avg}.",
+        f"Measured by `python -m bench.scaling` on {machine()}; load average (1/5/15 min) before the run: {load_avg}.",
         f"Each row: {requests} uncached POST /ask (local profile, CACHE_TTL_S=0, eval questions in turn) from "
         f"{concurrency} concurrent clients on loopback, after a warm-up; CPU seconds are user+system over the "
-        "measured window.",
+        "measured window; 'other users' is the rest of the machine's busy time (other engineers' work on "
+        "this shared machine).",
         "",
         table(rows),
     ]
@@ -95,9 +98,9 @@ def summary(rows: Sequence[ScalingRow], concurrency: int, requests: int, load_av
         best = max(rows, key=lambda row: row.result.throughput)
         lines += [
             "",
-            f"With one worker the server's own processes used {100 * server_share:.0f}% of the CPU the machine "
-            f"spent during the run and Postgres {r0.cpu['postgres']:.1f} s of {r0.cpu['machine_busy']:.1f} s; "
-            f"server CPU per request was "
+            f"With one worker the server's own processes used {100 * server_share:.0f}% of the CPU time the "
+            f"machine was busy during the run, Postgres {r0.cpu['postgres']:.1f} s of "
+            f"{r0.cpu['machine_busy']:.1f} s; server CPU per request was "
             + ", ".join(f"{1000 * v:.0f} ms at {k} worker{'s' if k > 1 else ''}" for k, v in per_req.items())
             + f". The best throughput was {best.result.throughput:.2f} req/s at {best.workers} worker"
             + ("s." if best.workers > 1 else "."),
@@ -117,7 +120,7 @@ def write_doc(text: str, doc: Path = DOC) -> None:
 
 def load_average() -> str:
     one, five, fifteen = os.getloadavg()
-    return f"{one:.2f} / {five:.2f} / {fifteen:.2f} (1/5/15 min) on {os.cpu_count()} cores"
+    return f"{one:.2f} / {five:.2f} / {fifteen:.2f} on {os.cpu_count()} cores"
 
 
 def main() -> int:

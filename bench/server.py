@@ -280,7 +280,9 @@ def measured_load(
         "client": cpu_s(me),
     }
     cpu_before = psutil.cpu_times()
+    started = time.perf_counter()
     result = asyncio.run(load(server.url, questions, concurrency, requests, offset))
+    window_s = time.perf_counter() - started
     cpu_after = psutil.cpu_times()
     result.cpu = {
         "server": cpu_s(server.processes()) - before["server"],
@@ -288,7 +290,11 @@ def measured_load(
         "postgres": cpu_s(tree(postgres_pid(server.data_dir))) - before["postgres"],
         "client": cpu_s(me) - before["client"],
         "machine_busy": _busy(cpu_before, cpu_after),
+        "window_s": window_s,
     }
+    result.cpu["others"] = max(
+        0.0, result.cpu["machine_busy"] - result.cpu["server"] - result.cpu["postgres"] - result.cpu["client"]
+    )
     return result
 
 
