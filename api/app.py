@@ -17,10 +17,10 @@ from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
 from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
-from litestar.openapi import OpenAPIConfig
+from litestar.openapi import OpenAPIConfig, ResponseSpec
 from litestar.params import FromPath, JSONBody
 from litestar.static_files import create_static_files_router
-from litestar.types import ASGIApp, Message, Receive, Scope, Send
+from litestar.types import ASGIApp, Message, Receive, ReceiveMessage, Scope, Send
 
 from provenance import __version__
 from provenance.errors import (
@@ -52,7 +52,29 @@ EXAMPLES = [
     "Ask something the docs don't cover: is there car parking for members?",
 ]
 
-_DB_ERRORS = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError, asyncio.TimeoutError)
+_DB_ERRORS = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    # Shutting down, starting up, or cancelled by an operator: the database, not the request, is at fault.
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.TooManyConnectionsError,
+    asyncio.TimeoutError,
+)
+
+# The page's policy: its own scripts and styles only, plus Turnstile's script and frame.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self' https://challenges.cloudflare.com; "
+    "frame-src https://challenges.cloudflare.com; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"strict-origin-when-cross-origin"),
+    (b"permissions-policy", b"camera=(), microphone=(), geolocation=(), payment=(), usb=(), interest-cohort=()"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+)
 
 
 def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response[Any]:
@@ -66,6 +88,7 @@ _HTTP_CODES = {
     404: "not_found",
     405: "method_not_allowed",
     413: "payload_too_large",
+    408: "request_timeout",
     415: "unsupported_media_type",
     429: "rate_limited",
 }
@@ -135,12 +158,82 @@ def request_id_middleware(app: ASGIApp) -> ASGIApp:
     return middleware
 
 
+async def security_headers(message: Message, scope: Scope) -> None:
+    """A `before_send` hook, so every response gets these, the router's own 404s and 405s included.
+
+    The schema viewers under /schema load their scripts from a CDN, so they go without the CSP; the
+    page, the API and the OpenAPI document itself carry it.
+    """
+    if message["type"] != "http.response.start":
+        return
+    headers = list(message.get("headers", []))
+    present = {name.lower() for name, _ in headers}
+    extra = list(SECURITY_HEADERS)
+    path = str(scope.get("path", ""))
+    if not path.startswith("/schema") or path.endswith((".json", ".yaml", ".yml")):
+        extra.append((b"content-security-policy", CONTENT_SECURITY_POLICY.encode()))
+    headers.extend((name, value) for name, value in extra if name not in present)
+    message["headers"] = headers
+
+
+def read_timeout_middleware(timeout_s: float) -> Any:
+    """Bound the time a request body may take to arrive, so a client trickling its body (slowloris) is
+    cut off with a 408 and its connection closed, instead of holding a connection and a task forever.
+
+    The clock starts when the headers are in; once the body is complete, `receive` is left alone.
+    """
+
+    def middleware(app: ASGIApp) -> ASGIApp:
+        async def bounded(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != ScopeType.HTTP:
+                await app(scope, receive, send)
+                return
+            deadline = time.monotonic() + timeout_s
+            body_done = False
+
+            async def bounded_receive() -> ReceiveMessage:
+                nonlocal body_done
+                if body_done:
+                    return await receive()
+                try:
+                    message = await asyncio.wait_for(receive(), timeout=max(deadline - time.monotonic(), 0.0))
+                except TimeoutError:
+                    log.warning("request body too slow", path=scope.get("path"), timeout_s=timeout_s)
+                    # Connection: close makes the server drop the socket once the 408 is sent.
+                    raise HTTPException(
+                        status_code=408,
+                        detail=f"the request body did not arrive within {timeout_s:g}s",
+                        headers={"Connection": "close"},
+                    ) from None
+                if message["type"] != "http.request" or not message.get("more_body", False):
+                    body_done = True
+                return message
+
+            await app(scope, bounded_receive, send)
+
+        return bounded
+
+    return middleware
+
+
+_ERROR = "an error, as {error: {code, message}}"
+_DB_DOWN = ResponseSpec(ErrorEnvelope, description="the database is unavailable", generate_examples=False)
+
+
+def _errors(*statuses: int) -> dict[int, ResponseSpec]:
+    return {s: ResponseSpec(ErrorEnvelope, description=_ERROR, generate_examples=False) for s in statuses}
+
+
 def _services(state: State) -> Services:
     services: Services = state.services
     return services
 
 
-@get("/healthz", summary="Liveness and readiness: database, passage count, profile, version")
+@get(
+    "/healthz",
+    summary="Liveness and readiness: database, passage count, profile, version",
+    responses={503: ResponseSpec(Health, description="the database is down", generate_examples=False)},
+)
 async def healthz(state: State) -> Response[Health]:
     s = _services(state)
     try:
@@ -161,7 +254,11 @@ async def healthz(state: State) -> Response[Health]:
     return Response(body, status_code=200 if db_up else 503)
 
 
-@get("/corpus", summary="What the service answers from: files, passage count, version, model")
+@get(
+    "/corpus",
+    summary="What the service answers from: files, passage count, version, model",
+    responses={503: _DB_DOWN},
+)
 async def corpus(state: State) -> CorpusInfo:
     s = _services(state)
     st = await s.store.corpus_state()
@@ -176,10 +273,15 @@ async def corpus(state: State) -> CorpusInfo:
     )
 
 
-@get("/passages/{passage_id:path}", summary="One passage, for the evidence view")
+@get(
+    "/passages/{passage_id:path}",
+    summary="One passage, for the evidence view",
+    responses={**_errors(404), 503: _DB_DOWN},
+)
 async def passage(state: State, passage_id: FromPath[str]) -> PassageOut:
     s = _services(state)
-    found = await s.store.passage(passage_id.lstrip("/"))
+    # Postgres text can't hold NUL, so no passage id has one: answer here rather than fail in the driver.
+    found = None if "\x00" in passage_id else await s.store.passage(passage_id.lstrip("/"))
     if found is None:
         raise NotFound(f"no passage with id {passage_id.lstrip('/')!r}")
     return PassageOut(
@@ -214,12 +316,20 @@ async def _require_json(request: Request[Any, Any, Any]) -> None:
     summary="Answer a question from the documents, or refuse with the evidence shown",
     before_request=_require_json,
     status_code=200,
+    responses={
+        **_errors(400, 408, 409, 413, 415),
+        401: ResponseSpec(AskResponse, description="blocked: unknown or revoked API key", generate_examples=False),
+        429: ResponseSpec(AskResponse, description="rate limited; see Retry-After", generate_examples=False),
+        503: _DB_DOWN,
+    },
 )
 async def ask(request: Request[Any, Any, State], data: JSONBody[AskRequest], state: State) -> Response[AskResponse]:
     s = _services(state)
     question = data.question.strip()
     if not question:
         raise BadRequest("question must not be empty", code="invalid_question")
+    if "\x00" in question:
+        raise BadRequest("question must not contain NUL characters", code="invalid_question")
     if len(question) > s.settings.max_question_chars:
         raise BadRequest(
             f"question is {len(question)} characters; the limit is {s.settings.max_question_chars}",
@@ -265,7 +375,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     return Litestar(
         route_handlers=route_handlers,
         lifespan=[lifespan],
-        middleware=[request_id_middleware],
+        middleware=[request_id_middleware, read_timeout_middleware(settings.request_read_timeout_s)],
+        before_send=[security_headers],
         exception_handlers={
             HTTPException: _handle_http,
             NotFoundException: _handle_http,

@@ -65,7 +65,7 @@ async def build_services(settings: Settings, *, with_guards: bool = True, warm: 
     dsn = resolve_database_url(settings)
     pool = await create_pool(dsn, settings)
     await migrate(pool)
-    store = Store(pool)
+    store = Store(pool, settings.db_timeout_s)
     embedder = load_embedder(settings)
     profile = build_profile(settings, embedder)
     guards = build_guards(settings, store) if with_guards else None

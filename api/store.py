@@ -70,18 +70,25 @@ class SpendRow(msgspec.Struct, frozen=True):
 
 
 class Store:
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, acquire_timeout_s: float | None = None) -> None:
         self.pool = pool
+        # Bounds the wait for a connection, reconnecting included: with the database down, a request
+        # fails within this time (and the app answers 503) instead of queueing behind a dead pool.
+        self.acquire_timeout_s = acquire_timeout_s
+
+    def _conn(self) -> Any:
+        """`async with self._conn() as conn`: a pooled connection, acquired within the timeout."""
+        return self.pool.acquire(timeout=self.acquire_timeout_s)
 
     # --- health & corpus ---------------------------------------------------------------------
 
     async def ping(self) -> int:
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             count: int = await conn.fetchval("SELECT count(*) FROM passages")
             return count
 
     async def corpus_state(self) -> CorpusState | None:
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             row = await conn.fetchrow(
                 "SELECT version, embedding_model, fingerprint, passage_count, files::text AS files,"
                 " ingested_at FROM corpus_state WHERE singleton"
@@ -98,7 +105,7 @@ class Store:
         )
 
     async def passage(self, passage_id: str) -> StoredPassage | None:
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             row = await conn.fetchrow(
                 "SELECT id, source, heading, text, token_count, embedding_model FROM passages WHERE id = $1",
                 passage_id,
@@ -106,12 +113,12 @@ class Store:
         return None if row is None else StoredPassage(**dict(row))
 
     async def passage_texts(self, limit: int) -> list[str]:
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             rows = await conn.fetch("SELECT text FROM passages ORDER BY source, position LIMIT $1", limit)
         return [r["text"] for r in rows]
 
     async def passages_by_ids(self, ids: Sequence[str]) -> list[StoredPassage]:
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             rows = await conn.fetch(
                 "SELECT id, source, heading, text, token_count, embedding_model FROM passages"
                 " WHERE id = ANY($1::text[])",
@@ -121,7 +128,7 @@ class Store:
 
     async def stored_hashes(self) -> dict[str, tuple[str, str]]:
         """passage id -> (content hash, embedding model), to skip re-embedding unchanged passages."""
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             rows = await conn.fetch("SELECT id, content_hash, embedding_model FROM passages")
         return {r["id"]: (r["content_hash"], r["embedding_model"]) for r in rows}
 
@@ -140,7 +147,7 @@ class Store:
         An interrupted call leaves the previous corpus version intact: nothing commits until the end.
         """
         keep = [r.id for r in rows]
-        async with self.pool.acquire() as conn, conn.transaction():
+        async with self._conn() as conn, conn.transaction():
             deleted = await conn.fetchval(
                 "WITH d AS (DELETE FROM passages WHERE NOT (id = ANY($1::text[])) RETURNING 1) SELECT count(*) FROM d",
                 keep,
@@ -196,7 +203,7 @@ class Store:
 
     async def ensure_hnsw_index(self) -> bool:
         """Create the HNSW index (idempotent); returns True when it had to be built."""
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             exists = await conn.fetchval("SELECT to_regclass('passages_embedding_hnsw') IS NOT NULL")
             if exists:
                 return False
@@ -209,7 +216,7 @@ class Store:
     # --- retrieval -----------------------------------------------------------------------------
 
     async def vector_search(self, query: np.ndarray, k: int) -> list[ScoredPassage]:
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             rows = await conn.fetch(
                 "SELECT id, source, heading, text, 1 - (embedding <=> $1) AS score"
                 " FROM passages ORDER BY embedding <=> $1 LIMIT $2",
@@ -219,7 +226,7 @@ class Store:
         return [ScoredPassage(**dict(r)) for r in rows]
 
     async def text_search(self, question: str, k: int) -> list[ScoredPassage]:
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             rows = await conn.fetch(
                 """
                 WITH q AS (
@@ -241,7 +248,7 @@ class Store:
         return [ScoredPassage(**dict(r)) for r in rows]
 
     async def embeddings_for(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             rows = await conn.fetch("SELECT id, embedding FROM passages WHERE id = ANY($1::text[])", list(ids))
         return {r["id"]: np.asarray(r["embedding"].to_numpy(), dtype=np.float32) for r in rows}
 
@@ -250,13 +257,13 @@ class Store:
     # between reading a counter and writing it back.
 
     async def api_key_by_hash(self, key_hash: str) -> ApiKeyRow | None:
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             row = await conn.fetchrow("SELECT name, created_at, revoked_at FROM api_keys WHERE key_hash = $1", key_hash)
         return None if row is None else ApiKeyRow(**dict(row))
 
     async def create_api_key(self, name: str, key_hash: str) -> bool:
         """False when the name is already taken (revoked names stay taken, so logs stay unambiguous)."""
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             created = await conn.fetchval(
                 "INSERT INTO api_keys (name, key_hash) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING true",
                 name,
@@ -266,7 +273,7 @@ class Store:
 
     async def revoke_api_key(self, name: str) -> bool:
         """False when there is no active key of that name."""
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             revoked = await conn.fetchval(
                 "UPDATE api_keys SET revoked_at = now() WHERE name = $1 AND revoked_at IS NULL RETURNING true",
                 name,
@@ -274,13 +281,13 @@ class Store:
         return bool(revoked)
 
     async def list_api_keys(self) -> list[ApiKeyRow]:
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             rows = await conn.fetch("SELECT name, created_at, revoked_at FROM api_keys ORDER BY name")
         return [ApiKeyRow(**dict(r)) for r in rows]
 
     async def rate_limit_hit(self, client_key: str) -> RateWindow:
         """Count one request in the client's current UTC hour; returns the count including this one."""
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             row = await conn.fetchrow(
                 """
                 INSERT INTO rate_limits AS r (client_key, window_start, count)
@@ -295,7 +302,7 @@ class Store:
         return RateWindow(count=row["count"], seconds_left=row["seconds_left"])
 
     async def rate_limit_cleanup(self, older_than_s: int) -> int:
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             deleted = await conn.fetchval(
                 "WITH d AS (DELETE FROM rate_limits WHERE window_start < now() - make_interval(secs => $1)"
                 " RETURNING 1) SELECT count(*) FROM d",
@@ -304,7 +311,7 @@ class Store:
         return int(deleted)
 
     async def cache_get(self, cache_key: str) -> CachedAnswer | None:
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             row = await conn.fetchrow(
                 "SELECT response::text AS response, created_at FROM answer_cache"
                 " WHERE cache_key = $1 AND expires_at > now()",
@@ -313,7 +320,7 @@ class Store:
         return None if row is None else CachedAnswer(response=row["response"], created_at=row["created_at"])
 
     async def cache_put(self, cache_key: str, question: str, response_json: str, ttl_s: int) -> None:
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             await conn.execute(
                 """
                 INSERT INTO answer_cache (cache_key, question, response, expires_at)
@@ -329,7 +336,7 @@ class Store:
             )
 
     async def cache_cleanup(self) -> int:
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             deleted = await conn.fetchval(
                 "WITH d AS (DELETE FROM answer_cache WHERE expires_at <= now() RETURNING 1) SELECT count(*) FROM d"
             )
@@ -342,7 +349,7 @@ class Store:
         re-evaluates the WHERE on its latest version, so concurrent reservations queue rather than race,
         and the day can only overshoot the budget by the last admitted request's estimate.
         """
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             row = await conn.fetchrow(
                 """
                 INSERT INTO spend_ledger AS s (day, reserved_usd)
@@ -360,7 +367,7 @@ class Store:
 
     async def spend_settle(self, day: dt.date, released_usd: float, cost_usd: float, calls: int) -> SpendRow:
         """Release a reservation and book what the calls really cost, in one statement."""
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             row = await conn.fetchrow(
                 """
                 INSERT INTO spend_ledger AS s (day, spent_usd, calls) VALUES ($1, $3::float8, $4)
@@ -380,7 +387,7 @@ class Store:
         return SpendRow(**dict(row))
 
     async def spend_day(self, day: dt.date) -> SpendRow | None:
-        async with self.pool.acquire() as conn:
+        async with self._conn() as conn:
             row = await conn.fetchrow(
                 "SELECT spent_usd::float8 AS spent_usd, reserved_usd::float8 AS reserved_usd, calls"
                 " FROM spend_ledger WHERE day = $1",

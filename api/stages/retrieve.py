@@ -9,6 +9,7 @@ from provenance.embedder import Embedder, embed_query_async
 from provenance.errors import ServiceError
 from provenance.models import RetrievalStage, RetrievedPassage
 from provenance.stages.timing import Timer
+from provenance.stages.untrusted import quarantine
 from provenance.store import ScoredPassage, Store
 
 RRF_K = 60  # the constant from Cormack et al. (2009); damps the head of each ranking
@@ -67,6 +68,9 @@ async def retrieve(
         passages = [by_id[pid] for pid in fused if pid in by_id]
     else:
         passages = await store.vector_search(query, k)
+    # Sentences that speak to the model are held back from every later stage (and from this record).
+    held = quarantine(passages)
+    passages = held.passages
     stage = RetrievalStage(
         status="ok",
         ms=timer.ms,
@@ -78,6 +82,6 @@ async def retrieve(
             RetrievedPassage(id=p.id, source=p.source, heading=p.heading, text=p.text, score=round(p.score, 4))
             for p in passages
         ],
-        detail=None if passages else "the corpus is empty",
+        detail=held.detail or (None if passages else "the corpus is empty"),
     )
     return RetrievalOutcome(stage, passages)

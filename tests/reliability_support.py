@@ -1,0 +1,74 @@
+"""Helpers shared by the reliability tests: a schema of its own holding the session's ingested corpus
+(copied, so no test pays for embedding it again), optionally re-ingested from another folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import asyncpg
+
+from provenance.db import create_pool, migrate
+from provenance.embedder import Embedder
+from provenance.ingest import ingest
+from provenance.settings import Settings
+from provenance.store import Store
+from tests.conftest import make_settings
+
+SOURCE_SCHEMA = "t_corpus"  # the `corpus_services` fixture's schema: corpus/ ingested once per session
+_PASSAGE_COLUMNS = "id, source, heading, position, text, token_count, embedding, embedding_model, content_hash"
+
+
+async def corpus_copy(
+    pg_dsn: str,
+    data_dir: Path,
+    embedder: Embedder | None = None,
+    corpus: Path | None = None,
+    *,
+    target_dsn: str | None = None,
+    sources: tuple[str, ...] | None = None,
+    **overrides: object,
+) -> Settings:
+    """Settings for a fresh, migrated schema holding a copy of the session's corpus (on `target_dsn`, the
+    session's server by default; only files named in `sources` when given). With `corpus`, that folder is
+    then ingested over it, so only passages that differ from corpus/ are embedded."""
+    settings = make_settings(target_dsn or pg_dsn, data_dir, **overrides)
+    source_pool = await create_pool(pg_dsn, make_settings(pg_dsn, data_dir, schema=SOURCE_SCHEMA))
+    try:
+        async with source_pool.acquire() as conn:
+            rows = await conn.fetch(f"SELECT {_PASSAGE_COLUMNS} FROM passages ORDER BY id")
+            state = await conn.fetchrow("SELECT * FROM corpus_state")
+    finally:
+        await source_pool.close()
+    assert state is not None, "the session's corpus is not ingested (depend on the corpus_services fixture)"
+    rows = [r for r in rows if sources is None or r["source"] in sources]
+    pool = await create_pool(target_dsn or pg_dsn, settings)
+    try:
+        await migrate(pool)
+        async with pool.acquire() as conn:
+            await conn.executemany(
+                f"INSERT INTO passages ({_PASSAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                [tuple(r.values()) for r in rows],
+            )
+            await conn.execute(
+                "INSERT INTO corpus_state (version, embedding_model, fingerprint, passage_count, files)"
+                " VALUES ($1, $2, $3, $4, $5::jsonb)",
+                state["version"] if sources is None else f"{state['version'][:8]}-part",
+                state["embedding_model"],
+                state["fingerprint"],
+                len(rows),
+                state["files"],
+            )
+        if corpus is not None:
+            assert embedder is not None
+            await ingest(Store(pool), corpus, lambda: embedder, settings.embed_model)
+    finally:
+        await pool.close()
+    return settings
+
+
+async def drop_schema(pg_dsn: str, schema: str) -> None:
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    finally:
+        await conn.close()

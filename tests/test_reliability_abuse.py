@@ -1,0 +1,263 @@
+"""Abuse: a client trickling its body is cut off without slowing anyone else; a flood from one address is
+stopped by the rate limit before any model call; an ingest interrupted half-way leaves the previous
+corpus version in place and served."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import numpy as np
+import pytest
+import pytest_asyncio
+
+from provenance.db import create_pool
+from provenance.embedder import Embedder
+from provenance.guards.apikeys import create_key
+from provenance.ingest import ingest
+from provenance.services import Services, build_services
+from provenance.store import Store
+from tests.conftest import CORPUS, LiveServer
+from tests.fake_anthropic import FakeAnthropic
+from tests.reliability_support import corpus_copy, drop_schema
+
+RATE_LIMIT = 4
+READ_TIMEOUT_S = 1.0
+QUESTION = "How much does a standard locker cost per month?"
+
+
+class Guarded:
+    def __init__(self, server: LiveServer, fake: FakeAnthropic, api_key: str) -> None:
+        self.server, self.fake, self.api_key = server, fake, api_key
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeAnthropic]:
+    with FakeAnthropic() as server:
+        yield server
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def guarded(
+    pg_dsn: str, data_dir: Path, corpus_services: Services, fake: FakeAnthropic
+) -> AsyncIterator[Guarded]:
+    """The anthropic profile (against the fake Messages API) with the guards on: a small hourly limit per
+    address, no cache (so every admitted request calls the model), and a 1 s budget to read a body."""
+    settings = await corpus_copy(
+        pg_dsn,
+        data_dir,
+        rate_limit_per_hour=RATE_LIMIT,
+        cache_ttl_s=0,
+        request_read_timeout_s=READ_TIMEOUT_S,
+    )
+    settings = fake.settings(settings)
+    pool = await create_pool(pg_dsn, settings)
+    try:
+        key = await create_key(Store(pool), "slow-test")
+    finally:
+        await pool.close()
+    assert key is not None
+    with LiveServer(settings) as server:
+        yield Guarded(server, fake, key)
+    await drop_schema(pg_dsn, settings.db_schema)
+
+
+def _trickle(port: int, give_up_s: float) -> tuple[bytes, float]:
+    """Send /ask's headers, then one byte of the promised body every 0.1 s, until the server answers and
+    closes the connection; returns what came back and when the connection closed."""
+    body = b'{"question": "' + b"a" * 200 + b'"}'
+    started = time.perf_counter()
+    received = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=give_up_s) as sock:
+        sock.sendall(
+            b"POST /ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n"
+        )
+        sock.settimeout(0.1)
+        sending = True
+        for byte in body * 10:
+            if time.perf_counter() - started > give_up_s:
+                break
+            if sending:
+                try:
+                    sock.sendall(bytes([byte]))
+                except OSError:
+                    sending = False
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            if not chunk:  # the server closed the connection
+                break
+            received += chunk
+        return received, time.perf_counter() - started
+
+
+def test_a_slow_body_is_cut_off_and_does_not_starve_others(guarded: Guarded) -> None:
+    server = guarded.server
+    auth = {"authorization": f"Bearer {guarded.api_key}"}
+    warm = httpx.post(f"{server.url}/ask", json={"question": QUESTION}, headers=auth, timeout=60)
+    assert warm.status_code == 200  # the first question on a fresh server loads what the rest reuse
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        slow = [pool.submit(_trickle, server.port, 10.0) for _ in range(3)]
+        time.sleep(0.2)  # the slow clients are connected and trickling
+        normal_ms = []
+        with httpx.Client(base_url=server.url, timeout=5) as client:
+            for _ in range(3):
+                started = time.perf_counter()
+                r = client.post(
+                    "/ask",
+                    json={"question": QUESTION},
+                    headers=auth,
+                )
+                normal_ms.append((time.perf_counter() - started) * 1000)
+                assert r.status_code == 200, r.text
+        results = [f.result() for f in slow]
+    assert max(normal_ms) < 2000, normal_ms
+    for received, elapsed in results:
+        # Cut off at the read budget (with slack for a busy machine), long before the body would finish.
+        assert elapsed < READ_TIMEOUT_S + 2.0, elapsed
+        assert received.startswith(b"HTTP/1.1 408"), received[:200]
+        assert b'"request_timeout"' in received
+    print(
+        f"\nslow body: {len(results)} trickling clients cut off after "
+        f"{max(e for _, e in results):.2f}s with 408; normal /ask meanwhile {max(normal_ms):.0f} ms at worst"
+    )
+
+
+def test_a_flood_from_one_address_is_stopped_before_any_model_call(guarded: Guarded) -> None:
+    server, fake = guarded.server, guarded.fake
+    fake.reset()
+
+    def ask(i: int) -> int:
+        r = httpx.post(f"{server.url}/ask", json={"question": f"{QUESTION} ({i})"}, timeout=10)
+        assert r.status_code in (200, 429), r.text
+        if r.status_code == 429:
+            body = r.json()
+            assert body["status"] == "blocked" and body["reason"] == "rate_limited"
+            assert int(r.headers["retry-after"]) > 0
+            assert body["stages"]["screening"]["status"] == "skipped"
+            assert body["stages"]["generation"]["status"] == "skipped"
+        return r.status_code
+
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        statuses = list(pool.map(ask, range(30)))
+    # The count and the check are one statement in Postgres, so concurrency can't let extra requests in.
+    assert statuses.count(200) == RATE_LIMIT, statuses
+    calls_at_limit = len(fake.requests)
+    assert calls_at_limit > 0
+    later = [ask(100 + i) for i in range(10)]
+    assert later == [429] * 10
+    assert len(fake.requests) == calls_at_limit, "a rate-limited request reached the model"
+    print(
+        f"\nflood: {len(statuses) + len(later)} requests, {statuses.count(200)} admitted, {calls_at_limit} model calls"
+    )
+
+
+# --- interrupted ingest ---------------------------------------------------------------------------
+
+
+class FailingEmbedder:
+    """The real embedder, until `fail_after` batches have been embedded."""
+
+    def __init__(self, inner: Embedder, fail_after: int) -> None:
+        self.inner, self.fail_after, self.batches = inner, fail_after, 0
+        self.model_name, self.dim = inner.model_name, inner.dim
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        if self.batches >= self.fail_after:
+            raise RuntimeError("embedder crashed half-way")
+        self.batches += 1
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.inner.embed_query(text)
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+
+def _changed_corpus(root: Path) -> Path:
+    """corpus/ with one file edited, one removed and one added: a new version that touches every path."""
+    corpus = root / "corpus-v2"
+    shutil.copytree(CORPUS, corpus)
+    lockers = corpus / "05-storage-and-lockers.md"
+    lockers.write_text(lockers.read_text().replace("$14", "$99"))
+    (corpus / "08-contacts-and-governance.md").unlink()
+    (corpus / "09-new.md").write_text("# New\n\n## Bike Storage\n\nBikes are stored in the yard rack.\n")
+    return corpus
+
+
+async def _snapshot(settings: Any, services: Services) -> tuple[Any, ...]:
+    state = await services.store.corpus_state()
+    assert state is not None
+    outcome = await services.pipeline.ask(QUESTION, request_id="snapshot", use_cache=False)
+    return state.version, state.passage_count, await services.store.ping(), outcome.response.answer
+
+
+async def test_an_interrupted_ingest_leaves_the_previous_version_served(
+    pg_dsn: str, data_dir: Path, embedder: Embedder, corpus_services: Services, tmp_path: Path
+) -> None:
+    settings = await corpus_copy(pg_dsn, data_dir)
+    services = await build_services(settings, with_guards=False, warm=False)
+    corpus = _changed_corpus(tmp_path)
+    try:
+        before = await _snapshot(settings, services)
+        assert before[3] and "$14" in before[3]
+
+        # 1. The embedder dies after its first batch, with the new version half embedded.
+        crashing = FailingEmbedder(embedder, fail_after=1)
+        with pytest.raises(RuntimeError, match="half-way"):
+            await ingest(services.store, corpus, lambda: crashing, settings.embed_model, force=True)
+        assert crashing.batches == 1
+        assert await _snapshot(settings, services) == before
+
+        # 2. Cancelled inside the replacing transaction: passages deleted and upserted, not yet committed.
+        # Another session holds the corpus_state row, so the ingest stops at its last statement.
+        blocker, watcher = await asyncpg.connect(pg_dsn), await asyncpg.connect(pg_dsn)
+        try:
+            await blocker.execute(f'SET search_path = "{settings.db_schema}"')
+            tx = blocker.transaction()
+            await tx.start()
+            await blocker.execute("SELECT 1 FROM corpus_state FOR UPDATE")
+            task = asyncio.create_task(ingest(services.store, corpus, lambda: embedder, settings.embed_model))
+            deadline = time.monotonic() + 60
+            waiting = (
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%corpus_state%'"
+            )
+            # (Watched from a connection of its own: inside a transaction, pg_stat_activity is a snapshot.)
+            while not await watcher.fetchval(waiting):
+                assert not task.done(), task
+                if time.monotonic() > deadline:
+                    activity = await watcher.fetch(
+                        "SELECT state, wait_event_type, wait_event, query FROM pg_stat_activity"
+                    )
+                    raise AssertionError(f"the ingest never reached its transaction: {[dict(r) for r in activity]}")
+                await asyncio.sleep(0.02)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await tx.rollback()
+        finally:
+            await blocker.close()
+            await watcher.close()
+        assert await _snapshot(settings, services) == before
+
+        # 3. And a clean run then does publish the new version.
+        await ingest(services.store, corpus, lambda: embedder, settings.embed_model)
+        await services.pipeline.refresh_corpus()
+        after = await _snapshot(settings, services)
+        assert after[0] != before[0] and after[3] and "$99" in after[3]
+    finally:
+        await services.close()
+        await drop_schema(pg_dsn, settings.db_schema)
