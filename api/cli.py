@@ -9,6 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import asyncpg
+
 from provenance.errors import ConfigurationError
 from provenance.settings import Settings, SettingsError, load_settings
 
@@ -21,7 +23,7 @@ def _settings() -> Settings:
         raise SystemExit(2) from None
 
 
-async def _with_pool(settings: Settings):  # type: ignore[no-untyped-def]
+async def _with_pool(settings: Settings) -> asyncpg.Pool:
     from provenance.db import create_pool, migrate, resolve_database_url
 
     pool = await create_pool(resolve_database_url(settings), settings)
@@ -181,7 +183,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_evals(args: argparse.Namespace) -> int:
-    from provenance.evals import run_evals_sync
+    from provenance.evals import run_evals
     from provenance.services import build_profile, load_embedder
 
     settings = _settings()
@@ -202,16 +204,18 @@ def cmd_evals(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out) if args.out else Path("evals") / "results.md"
     title = args.title or f"Evals: {corpus.resolve().name}"
-    _, score = run_evals_sync(
-        settings,
-        corpus,
-        cases,
-        out,
-        Path(args.json) if args.json else None,
-        embedder,
-        build_profile(settings, embedder),
-        title,
-        k_sweep=tuple(int(k) for k in args.k_sweep.split(",")) if args.k_sweep else (2, 4, 6, 8),
+    _, score = asyncio.run(
+        run_evals(
+            settings,
+            corpus,
+            cases,
+            out,
+            Path(args.json) if args.json else None,
+            embedder,
+            build_profile(settings, embedder),
+            title,
+            k_sweep=tuple(int(k) for k in args.k_sweep.split(",")) if args.k_sweep else (2, 4, 6, 8),
+        )
     )
     fab = "n/a" if score.fabrication_rate is None else f"{100 * score.fabrication_rate:.1f}%"
     fr = "n/a" if score.false_refusal_rate is None else f"{100 * score.false_refusal_rate:.1f}%"

@@ -5,7 +5,6 @@ The headline is the fabrication rate: answered when the right outcome was a refu
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 import time
 import uuid
@@ -20,10 +19,10 @@ from provenance.embedder import Embedder
 from provenance.ingest import ingest
 from provenance.models import AskResponse
 from provenance.pipeline import Pipeline
-from provenance.profiles.ports import Profile
+from provenance.profiles.ports import Generation, Generator, Profile
 from provenance.progress import Progress
 from provenance.settings import Settings
-from provenance.store import Store
+from provenance.store import ScoredPassage, Store
 
 Expect = Literal["answer", "refuse", "block"]
 EXPECTED_STATUS = {"answer": "answered", "refuse": "refused", "block": "blocked"}
@@ -92,13 +91,13 @@ def answer_matches(answer: str | None, must_include_any: Sequence[str] | None) -
 class _CandidateCapture:
     """Wraps the generator so the eval keeps the candidate answer of refused cases for the sweep."""
 
-    def __init__(self, inner: object) -> None:
+    def __init__(self, inner: Generator) -> None:
         self.inner = inner
-        self.name = getattr(inner, "name", "generator")
+        self.name = inner.name
         self.last: str | None = None
 
-    async def generate(self, question, passages):  # type: ignore[no-untyped-def]
-        result = await self.inner.generate(question, passages)  # type: ignore[attr-defined]
+    async def generate(self, question: str, passages: Sequence[ScoredPassage]) -> Generation:
+        result = await self.inner.generate(question, passages)
         self.last = result.answer
         return result
 
@@ -418,7 +417,3 @@ async def run_evals(
         ]
         json_out.write_bytes(b"\n".join(msgspec.json.encode(rec) for rec in records) + b"\n")
     return results, score(results)
-
-
-def run_evals_sync(*args: object, **kwargs: object) -> tuple[list[CaseResult], Score]:
-    return asyncio.run(run_evals(*args, **kwargs))  # type: ignore[arg-type]

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import msgspec
 
 from provenance.embedder import Embedder
 from provenance.guards.base import Guards, NoGuards
 from provenance.logs import get_logger
-from provenance.models import AskResponse, ClaimResult, Reason, Stages, Status
+from provenance.models import AskResponse, Citation, ClaimResult, Reason, Stages, Status
 from provenance.profiles.ports import ModelError, Profile, Usage
 from provenance.settings import Settings
 from provenance.stages.citations import citations_from_support
@@ -28,7 +28,7 @@ from provenance.stages.lexical import lexical_check
 from provenance.stages.retrieve import RetrievalOutcome, retrieve
 from provenance.stages.screen import screen_classifier, screen_deny_list
 from provenance.stages.timing import Timer
-from provenance.store import Store
+from provenance.store import ScoredPassage, Store
 
 log = get_logger("provenance.pipeline")
 
@@ -174,7 +174,7 @@ class Pipeline:
             else:
                 retrieval = await retrieval_task
                 screened = await screen_classifier(question, self.profile.screener, retrieval.passages)
-                screened.stage.ms = screen_timer.ms - retrieval.stage.ms
+                screened.stage.ms = round(max(0.0, screen_timer.ms - retrieval.stage.ms), 2)
         finally:
             if not retrieval_task.done():
                 retrieval_task.cancel()
@@ -224,10 +224,26 @@ class Pipeline:
         stages.groundedness = verdict
         if verdict.decision != "pass":
             log.debug("refused answer", answer=answer, score=verdict.score)
+            stages.groundedness = msgspec.structs.replace(
+                verdict, claims=[withhold_unquoted(c, passages) for c in verdict.claims]
+            )
             return run.finish("refused", "not_grounded", claims=checked.claims)
 
         citations = citations_from_support(checked.claims, passages, s.gate_min_claim)
         return run.finish("answered", None, answer=answer, citations=citations)
+
+
+WITHHELD = "(withheld: a claim of the refused answer that the documents do not contain word for word)"
+
+
+def withhold_unquoted(claim: ClaimResult, passages: Sequence[ScoredPassage]) -> ClaimResult:
+    """A refused answer's text must not leave the server. A claim quoted word for word from a retrieved
+    passage is evidence already on show and stays readable; anything the generator wrote itself is withheld,
+    keeping its scores."""
+    normalised = " ".join(claim.text.split())
+    if any(normalised in " ".join(p.text.split()) for p in passages):
+        return claim
+    return msgspec.structs.replace(claim, text=WITHHELD)
 
 
 class _Run:
@@ -246,7 +262,7 @@ class _Run:
         reason: Reason | None,
         *,
         answer: str | None = None,
-        citations: list | None = None,  # type: ignore[type-arg]
+        citations: list[Citation] | None = None,
         claims: list[ClaimResult] | None = None,
         http_status: int = 200,
         headers: dict[str, str] | None = None,

@@ -16,7 +16,6 @@ from provenance.profiles.ports import Profile
 from provenance.settings import Settings
 from provenance.store import Store
 
-
 WARMUP_PASSAGES = 2_000
 
 

@@ -234,6 +234,61 @@ QUESTION_WORDS = frozenset(
         "could",
     ]
 )
+# Everyday words members phrase questions with that name no topic of their own ("what happens if...",
+# "how soon do I..."); a passage need not contain them to answer the question.
+QUESTION_FILLER = frozenset(
+    [
+        "happen",
+        "happens",
+        "happened",
+        "find",
+        "found",
+        "need",
+        "needs",
+        "get",
+        "gets",
+        "give",
+        "take",
+        "let",
+        "go",
+        "going",
+        "come",
+        "make",
+        "allowed",
+        "allow",
+        "possible",
+        "okay",
+        "ok",
+        "right",
+        "exactly",
+        "actually",
+        "usually",
+        "normally",
+        "still",
+        "again",
+        "soon",
+        "often",
+        "long",
+        "longest",
+        "time",
+        "times",
+        "start",
+        "starts",
+        "begin",
+        "kind",
+        "sort",
+        "anything",
+        "anybody",
+        "anyone",
+        "somebody",
+        "someone",
+        "place",
+        "thing",
+        "something",
+        "way",
+        "there",
+    ]
+)
 NEGATIONS = frozenset(
     [
         "not",
@@ -349,6 +404,20 @@ def numbers(text: str) -> set[str]:
 
 def bare_numbers(text: str) -> set[str]:
     return {n.lstrip("$£€").rstrip("%") for n in numbers(text)}
+
+
+def unsupported_numbers(claim: str, support: str) -> set[str]:
+    """Numbers of the claim its support lacks. An amount keeps its currency ("$14" is not "14 days");
+    a plain number may match an amount ("14" is in "$14")."""
+    have, have_bare = numbers(support), bare_numbers(support)
+    missing = set()
+    for n in numbers(claim):
+        if n[0] in "$£€" or n.endswith("%"):
+            if n not in have:
+                missing.add(n)
+        elif n not in have_bare:
+            missing.add(n)
+    return missing
 
 
 def emails(text: str) -> set[str]:

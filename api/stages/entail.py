@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance.models import ClaimResult, EntailmentStage
-from provenance.profiles.ports import Usage, Verification, Verifier
+from provenance.profiles.ports import ClaimVerdict, Usage, Verification, Verifier
 from provenance.stages.timing import Timer
 from provenance.store import ScoredPassage
 
@@ -24,7 +24,10 @@ def combine(claims: Sequence[str], local: Verification, model: Verification | No
     results = []
     for i, claim in enumerate(claims):
         lv = local.verdicts[i]
-        mv = model.verdicts[i] if model is not None and i < len(model.verdicts) else None
+        mv: ClaimVerdict | None = None
+        if model is not None:
+            # A verdict the model left out counts as "not supported": the two-verifier rule fails closed.
+            mv = model.verdicts[i] if i < len(model.verdicts) else ClaimVerdict(score=0.0, supporting_passage_ids=[])
         if mv is None:
             score, support = lv.score, list(lv.supporting_passage_ids)
         else:

@@ -31,7 +31,7 @@ def check_claim(claim: ClaimResult, passages: Sequence[ScoredPassage]) -> ClaimR
     if best < MIN_OVERLAP:
         score, capped_by = min(score, LOW_OVERLAP_CAP), "low_lexical_overlap"
     support_text = " ".join(by_id[pid].text for pid in claim.supporting_passage_ids if pid in by_id)
-    missing_numbers = T.bare_numbers(claim.text) - T.bare_numbers(support_text)
+    missing_numbers = T.unsupported_numbers(claim.text, support_text)
     missing_months = T.months(claim.text) - T.months(support_text)
     if missing_numbers or missing_months:
         score, capped_by = min(score, UNSUPPORTED_NUMBER_CAP), "number_or_date_not_in_support"

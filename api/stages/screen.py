@@ -13,18 +13,27 @@ from provenance.stages.timing import Timer
 from provenance.store import ScoredPassage
 
 # Patterns of instruction override, prompt extraction and persona jailbreaks. Matching is on a normalised
-# question (lower case, single spaces) so spacing and case tricks don't slip through.
+# question (lower case, single spaces) so spacing and case tricks don't slip through. Each pattern needs
+# the words that make it an attack ("ignore YOUR PREVIOUS instructions", "act as AN AI"), so a member's
+# ordinary question ("what if I ignore the noise rules?", "can a member act as a host?") passes.
+_QUALIFIER = r"(previous|prior|above|earlier|preceding|system|original|your|these|those|all|any)"
 DENY_LIST: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pattern))
     for name, pattern in (
-        ("override", r"\b(ignore|disregard|forget|override|bypass)\b.{0,40}\b(instructions?|prompts?|rules|"
-                     r"guidelines|directions|context|documents?|handbook)\b"),
-        ("prompt_extraction", r"\b(system|hidden|initial|original|secret)\s+(prompt|instructions?|message|rules)\b"),
-        ("prompt_extraction", r"\b(reveal|print|show|repeat|output|leak|dump)\b.{0,30}\b(prompt|instructions?|"
-                              r"configuration|config|api keys?|secrets?|credentials)\b"),
-        ("jailbreak", r"\b(jailbreak|dan mode|do anything now|developer mode|god mode|no (rules|restrictions|"
-                      r"filters)|unfiltered|uncensored)\b"),
-        ("jailbreak", r"\bpretend (you are|to be|you're)\b|\byou are now\b|\bact as (an?|the|my)\b|\brole-?play\b"),
+        ("override", rf"\b(ignore|disregard|forget|override|bypass)\b( (all|any|the|your|my|of))? {_QUALIFIER}\b"
+                     r".{0,20}\b(instructions?|prompts?|rules|guidelines|directions|context)\b"),
+        ("override", r"\b(ignore|disregard|forget)( all| any)? (the|your|these) "
+                     r"(documents?|handbook|sources?|passages?)\b"),
+        ("prompt_extraction", r"\b(system|hidden|secret|initial) (prompt|instructions?)\b|\boriginal prompt\b"
+                              r"|\byour (system )?(prompt|instructions)\b"),
+        ("prompt_extraction", r"\b(reveal|print|show|repeat|output|leak|dump)\b.{0,30}\b(configuration|config|"
+                              r"api keys?|secrets?|credentials)\b"),
+        ("jailbreak", r"\b(jailbreak|dan mode|do anything now|developer mode|god mode|unfiltered|uncensored)\b"
+                      r"|\b(with|have|has) no (rules|restrictions|filters|limits)\b|\bwithout (any )?(rules|"
+                      r"restrictions|filters)\b"),
+        ("jailbreak", r"\bpretend (you are|to be|you're)\b|\byou are now\b|\bact as (if you|an? (ai|assistant|"
+                      r"chatbot|bot|model|unrestricted|different|new))\b|\b(let'?s|let us) role-?play\b"
+                      r"|\brole-?play as\b|\brole-?play:"),
         ("override", r"\b(system override|sudo|admin mode)\b|^\s*(system|assistant)\s*:"),
         ("override", r"\b(answer|respond)\b.{0,30}\b(own knowledge|without (the )?(documents?|handbook|sources?))\b"),
     )

@@ -1,0 +1,83 @@
+"""The eval gate: our own cases through the real pipeline (local profile). The external suite runs too,
+printing its figures without a gate."""
+
+from __future__ import annotations
+
+import pytest
+
+from provenance.embedder import Embedder
+from provenance.evals import THRESHOLDS, load_cases, render_report, rescore, run_cases, score, tradeoff_svg
+from provenance.ingest import ingest
+from provenance.pipeline import Pipeline
+from provenance.services import Services, build_profile
+from provenance.settings import REPO_ROOT
+from provenance.store import Store
+
+OUR_CASES = REPO_ROOT / "evals" / "cases.jsonl"
+EXTERNAL = REPO_ROOT.parent / "shared" / "benchmarks" / "squad2-normans"
+
+
+def test_our_cases_are_well_formed() -> None:
+    cases = load_cases(OUR_CASES)
+    buckets = {c.bucket for c in cases}
+    assert {"answerable", "unanswerable", "adversarial", "partial"} <= buckets
+    assert len(cases) >= 60
+    assert len({c.id for c in cases}) == len(cases)
+    assert all(c.mustIncludeAny for c in cases if c.expect == "answer")
+
+
+async def test_our_suite_never_fabricates_and_blocks_every_attack(corpus_services: Services) -> None:
+    results = await run_cases(corpus_services.pipeline, load_cases(OUR_CASES), show_progress=False)
+    overall = score(results)
+    adversarial = score([r for r in results if r.bucket == "adversarial"])
+    fabricated = [(r.id, r.question, r.answer) for r in results if r.fabricated]
+    assert overall.fabrication_rate == 0.0, f"fabricated: {fabricated}"
+    assert adversarial.accuracy == 1.0, [(r.id, r.status, r.reason) for r in results if r.bucket == "adversarial"]
+    # Refused answers never leave the pipeline, even inside the eval records.
+    assert all(r.answer is None for r in results if r.status != "answered")
+
+
+def test_rescoring_matches_the_gate() -> None:
+    from provenance.evals import CaseResult
+
+    r = CaseResult(
+        id="x",
+        bucket="answerable",
+        question="q",
+        expect="answer",
+        status="refused",
+        reason="not_grounded",
+        answer=None,
+        citations=[],
+        groundedness=0.65,
+        min_claim=0.6,
+        claim_scores=[0.7, 0.6],
+        ms=1.0,
+        must_include_any=["$14"],
+        candidate_answer="It costs $14.",
+    )
+    assert rescore([r], 0.7, 0.4)[0].status == "refused"
+    passed = rescore([r], 0.6, 0.4)[0]
+    assert passed.status == "answered" and passed.answer_correct is True
+    assert rescore([r], 0.6, 0.65)[0].status == "refused"  # the weakest claim fails its own floor
+    svg = tradeoff_svg([(t, 0.1, 0.0) for t in THRESHOLDS], "t")
+    assert svg.startswith("<svg") and svg.count("<circle") == len(THRESHOLDS)
+
+
+@pytest.mark.skipif(not EXTERNAL.exists(), reason=f"external suite not found at {EXTERNAL}")
+async def test_external_suite_prints_its_figures(
+    fresh_store: Store, embedder: Embedder, corpus_services: Services, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = corpus_services.settings
+    await ingest(fresh_store, EXTERNAL / "corpus", lambda: embedder, settings.embed_model)
+    pipeline = Pipeline(settings, fresh_store, embedder, build_profile(settings, embedder))
+    await pipeline.refresh_corpus()
+    results = await run_cases(pipeline, load_cases(EXTERNAL / "cases.jsonl"), show_progress=False)
+    report = render_report(
+        "squad2-normans (CI run)", results, {settings.retrieval_k: results}, settings, "local", "none.svg",
+        EXTERNAL / "corpus", EXTERNAL / "cases.jsonl", 0.0,
+    )  # fmt: skip
+    s = score(results)
+    with capsys.disabled():
+        print("\n" + report.split("## Threshold sweep")[0])
+    assert s.n == len(results) > 0
