@@ -43,20 +43,6 @@ async def load(store: Store, vectors: np.ndarray) -> None:
         await conn.execute("ANALYZE passages")
 
 
-async def build_hnsw(store: Store, maintenance_work_mem: str | None = None) -> None:
-    """The index `Store.ensure_hnsw_index` builds, without the pool's 30 s command timeout: at 100k
-    passages on a small machine the build takes longer than that. With `maintenance_work_mem` large enough
-    for the graph (about 200 MB at 100k passages) pgvector builds it in memory, several times faster."""
-    async with store.pool.acquire() as conn:
-        if maintenance_work_mem:
-            await conn.execute(f"SET maintenance_work_mem = '{int(maintenance_work_mem.rstrip('MB'))}MB'")
-        await conn.execute(
-            "CREATE INDEX IF NOT EXISTS passages_embedding_hnsw ON passages"
-            " USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)",
-            timeout=1800,
-        )
-
-
 async def timed_queries(store: Store, queries: np.ndarray, k: int) -> tuple[list[float], list[list[str]]]:
     latencies, results = [], []
     for q in queries:
@@ -67,7 +53,7 @@ async def timed_queries(store: Store, queries: np.ndarray, k: int) -> tuple[list
     return latencies, results
 
 
-async def measure(size: int, n_queries: int, k: int = 4, maintenance_work_mem: str | None = None) -> dict[str, float]:
+async def measure(size: int, n_queries: int, k: int = 4) -> dict[str, float]:
     rng = np.random.default_rng(size)
     centres = rng.standard_normal((500, DIM)).astype(np.float32)
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
@@ -77,7 +63,7 @@ async def measure(size: int, n_queries: int, k: int = 4, maintenance_work_mem: s
         await timed_queries(store, queries[:5], k)  # warm the buffer cache
         exact_ms, exact = await timed_queries(store, queries, k)
         started = time.perf_counter()
-        await build_hnsw(store, maintenance_work_mem)
+        await store.ensure_hnsw_index()
         build_s = time.perf_counter() - started
         async with store.pool.acquire() as conn:
             await conn.execute("ANALYZE passages")

@@ -24,8 +24,6 @@ from provenance.store import Store
 
 log = get_logger("provenance.guards.spend")
 
-# A paid request makes at most: screen, generate, decompose, verify.
-PAID_CALLS_PER_REQUEST = 4
 # The largest max_tokens any call of the anthropic profile asks for (decompose-and-verify).
 MAX_OUTPUT_TOKENS_PER_CALL = 1536
 # System prompt, tool schema and question, on top of the retrieved passages.
@@ -41,8 +39,10 @@ def utc_day() -> dt.date:
 def request_estimate_usd(settings: Settings, profile: Profile) -> float:
     """The most one request can cost, the amount held against the budget while it runs."""
     max_input = PROMPT_OVERHEAD_TOKENS + math.ceil(settings.retrieval_k * settings.chunk_max_tokens * TOKENIZER_SLACK)
-    # verifiers[0] is always the local verifier; every other one is a paid call.
-    calls = max(PAID_CALLS_PER_REQUEST, 2 + len(profile.verifiers))
+    # Screening and generation, then either one combined decompose-and-verify call or a decomposition plus
+    # one call per paid verifier (verifiers[0] is always the local one).
+    checking = 1 if profile.decompose_and_verify is not None else len(profile.verifiers)
+    calls = 2 + checking
     per_call = max_call_cost_usd(settings.anthropic_model, max_input, MAX_OUTPUT_TOKENS_PER_CALL)
     return round(per_call * calls, 6)
 
