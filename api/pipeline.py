@@ -44,6 +44,10 @@ MESSAGES: dict[str, str] = {
 }
 
 
+# Enough passages to learn the vocabulary of any handbook-sized corpus without loading a huge one whole.
+CORPUS_VOCABULARY_PASSAGES = 20_000
+
+
 class Outcome(msgspec.Struct):
     response: AskResponse
     http_status: int = 200
@@ -71,6 +75,9 @@ class Pipeline:
         state = await self.store.corpus_state()
         self.corpus_model = state.embedding_model if state else None
         self.corpus_version = state.version if state else None
+        if self.profile.on_corpus is not None:
+            texts = await self.store.passage_texts(CORPUS_VOCABULARY_PASSAGES)
+            await asyncio.to_thread(self.profile.on_corpus, texts)
 
     def settings_fingerprint(self) -> str:
         s = self.settings

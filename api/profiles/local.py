@@ -267,6 +267,7 @@ FEATURES = (
     "question_claim_sim",
     "answer_type_match",
     "question_numbers_supported",
+    "question_corpus_coverage",
 )
 
 _CLAUSE_SPLIT = re.compile(
@@ -350,6 +351,19 @@ class FeatureExtractor:
     def __init__(self, sentences: SentenceEmbeddings, words: WordVectors) -> None:
         self.sentences = sentences
         self.words = words
+        self.vocabulary: dict[str, str] = {}
+
+    def set_corpus(self, passage_texts: Sequence[str]) -> None:
+        """Learn the words the whole corpus uses: a question about something it never mentions (a dog,
+        car parking, acrylic) cannot be answered from it, however close a passage looks."""
+        vocabulary: dict[str, str] = {}
+        for text in passage_texts:
+            for stem_, word in _surface_terms(text).items():
+                vocabulary.setdefault(stem_, word)
+        words = list(vocabulary.values())
+        for start in range(0, len(words), 256):
+            self.words.cache.get(words[start : start + 256])
+        self.vocabulary = vocabulary
 
     def _soft_coverage(self, question: str, covering: dict[str, str]) -> tuple[float, float]:
         """(mean, min) over the question's terms of how well `covering` contains each; the best sub-question."""
@@ -396,6 +410,7 @@ class FeatureExtractor:
         # "hourly charge"), and one such word must not sink a claim the other features support.
         q_passage, _ = self._soft_coverage(question, _surface_terms(passage.text) | _surface_terms(section))
         q_nums = T.bare_numbers(question)
+        _, q_corpus = self._soft_coverage(question, self.vocabulary | _surface_terms(passage.text + " " + section))
         return [
             max(0.0, best_sim),
             T.overlap(c_terms, p_terms),
@@ -407,6 +422,7 @@ class FeatureExtractor:
             max(0.0, float(claim_vec @ question_vec)),
             answer_type_match(expected_answer_type(question), claim),
             1.0 if q_nums <= T.bare_numbers(passage.text + " " + claim) else 0.0,
+            q_corpus,
         ]
 
 
@@ -464,12 +480,14 @@ def build_local_verifier(embedder: Embedder, sentences: SentenceEmbeddings | Non
 
 def build_local_profile(embedder: Embedder) -> Profile:
     sentences = SentenceEmbeddings(embedder)
+    verifier = build_local_verifier(embedder, sentences)
     return Profile(
         name="local",
         screener=LocalScreener(embedder),
         generator=ExtractiveGenerator(sentences),
         decomposer=SentenceDecomposer(),
-        verifiers=(build_local_verifier(embedder, sentences),),
+        verifiers=(verifier,),
         paid=False,
         warmup=lambda texts: warm_sentences(sentences, texts),
+        on_corpus=verifier.extractor.set_corpus,
     )

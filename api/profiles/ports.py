@@ -98,6 +98,8 @@ class Profile(msgspec.Struct, frozen=True):
     paid: bool
     # Precomputes per-passage state (sentence vectors) so first questions don't pay for it.
     warmup: Callable[[Sequence[str]], None] | None = None
+    # Told the corpus's passage texts whenever the corpus is (re)loaded; the local verifier learns its vocabulary.
+    on_corpus: Callable[[Sequence[str]], None] | None = None
     # When set, the pipeline gets claims and the model's entailment verdicts from this one call, and then
     # runs only verifiers[0] (the local verifier) itself; verifiers[1:] are not called.
     decompose_and_verify: DecomposeAndVerify | None = None
