@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
 import msgspec
 
+from provenance.guards.sweep import Sweeper
 from provenance.logs import get_logger
 from provenance.models import AskResponse, CacheStage
 from provenance.stages.timing import Timer
@@ -23,7 +22,7 @@ class AnswerCache:
     def __init__(self, store: Store, ttl_s: int) -> None:
         self.store = store
         self.ttl_s = ttl_s
-        self._last_cleanup = float("-inf")
+        self._sweeper = Sweeper("answer cache", CLEANUP_EVERY_S, store.cache_cleanup)
 
     @property
     def enabled(self) -> bool:
@@ -49,18 +48,4 @@ class AnswerCache:
         if not self.enabled or response.status == "blocked":
             return
         await self.store.cache_put(key, question, _encoder.encode(response).decode(), self.ttl_s)
-        await self._maybe_cleanup()
-
-    async def _maybe_cleanup(self) -> None:
-        # Expired rows are already ignored by reads; deleting them only reclaims space, so occasionally.
-        now = time.monotonic()
-        if now - self._last_cleanup < CLEANUP_EVERY_S:
-            return
-        self._last_cleanup = now
-        try:
-            deleted = await self.store.cache_cleanup()
-        except Exception as exc:
-            log.warning("cache cleanup failed", error=repr(exc))
-            return
-        if deleted:
-            log.info("expired cache entries removed", deleted=deleted)
+        await self._sweeper.maybe_run()

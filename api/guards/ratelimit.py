@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import ipaddress
-import time
 from collections.abc import Iterable, Mapping
 
+from provenance.guards.sweep import Sweeper
 from provenance.logs import get_logger
 from provenance.models import RateLimitStage
 from provenance.stages.timing import Timer
@@ -87,7 +87,9 @@ class RateLimiter:
         self.store = store
         self.per_hour = per_hour
         self.per_hour_api_key = per_hour_api_key
-        self._last_cleanup = float("-inf")
+        self._sweeper = Sweeper(
+            "rate-limit windows", CLEANUP_EVERY_S, lambda: store.rate_limit_cleanup(CLEANUP_OLDER_THAN_S)
+        )
 
     async def check(self, client_key: str) -> RateLimitStage:
         timer = Timer()
@@ -97,7 +99,7 @@ class RateLimiter:
             variable = "RATE_LIMIT_PER_HOUR_API_KEY" if is_api_key else "RATE_LIMIT_PER_HOUR"
             return RateLimitStage(detail=f"disabled: {variable} is 0")
         window = await self.store.rate_limit_hit(key)
-        await self._maybe_cleanup()
+        await self._sweeper.maybe_run()
         remaining = max(0, limit - window.count)
         if window.count > limit:
             retry_after = max(1, int(window.seconds_left + 0.999))
@@ -110,18 +112,3 @@ class RateLimiter:
                 retry_after_s=retry_after,
             )
         return RateLimitStage(status="ok", ms=timer.ms, limit=limit, remaining=remaining)
-
-    async def _maybe_cleanup(self) -> None:
-        # Old windows are dead weight, never wrong answers, so a sweep per process every few minutes is
-        # plenty; a failed sweep must not fail the request it rides on.
-        now = time.monotonic()
-        if now - self._last_cleanup < CLEANUP_EVERY_S:
-            return
-        self._last_cleanup = now
-        try:
-            deleted = await self.store.rate_limit_cleanup(CLEANUP_OLDER_THAN_S)
-        except Exception as exc:
-            log.warning("rate limit cleanup failed", error=repr(exc))
-            return
-        if deleted:
-            log.info("rate limit windows cleaned up", deleted=deleted)

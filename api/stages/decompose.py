@@ -30,19 +30,20 @@ def filter_claims(claims: list[str]) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(kept)), dropped
 
 
+def _stage(timer: Timer, model: str, kept: list[str], dropped: list[str], detail: str | None) -> DecompositionStage:
+    if dropped:
+        note = f"dropped {len(dropped)} claim(s) about the sources themselves"
+        detail = f"{detail}; {note}" if detail else note
+    return DecompositionStage(
+        status="ok", ms=timer.ms, model=model, claim_count=len(kept), dropped=dropped, detail=detail
+    )
+
+
 async def decompose(question: str, answer: str, decomposer: Decomposer) -> DecompositionOutcome:
     timer = Timer()
     result = await decomposer.decompose(question, answer)
     kept, dropped = filter_claims(result.claims)
-    stage = DecompositionStage(
-        status="ok",
-        ms=timer.ms,
-        model=result.usage.model,
-        claim_count=len(kept),
-        dropped=dropped,
-        detail=f"dropped {len(dropped)} claim(s) about the sources themselves" if dropped else None,
-    )
-    return DecompositionOutcome(stage, kept, result.usage)
+    return DecompositionOutcome(_stage(timer, result.usage.model, kept, dropped, None), kept, result.usage)
 
 
 async def decompose_and_verify(
@@ -66,14 +67,5 @@ async def decompose_and_verify(
         kept.append(text)
         verdicts.append(verification.verdicts[i] if i < len(verification.verdicts) else missing)
     detail = f"claims and the model's entailment verdicts in one call ({checker.name})"
-    if dropped:
-        detail += f"; dropped {len(dropped)} claim(s) about the sources themselves"
-    stage = DecompositionStage(
-        status="ok",
-        ms=timer.ms,
-        model=result.usage.model,
-        claim_count=len(kept),
-        dropped=dropped,
-        detail=detail,
-    )
+    stage = _stage(timer, result.usage.model, kept, dropped, detail)
     return DecompositionOutcome(stage, kept, result.usage), Verification(verdicts=verdicts, usage=verification.usage)
