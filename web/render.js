@@ -10,7 +10,7 @@ const VERDICTS = {
 // Plain words for each refusal/block reason: a headline and one sentence of explanation.
 export const REASONS = {
   not_grounded: ["The documents don't support an answer",
-    'A draft answer was written, but its claims could not be matched closely enough to the source passages, so it was withheld.'],
+    'A draft answer was written, but the checks did not find its claims to be a supported answer to this question (each claim must be backed by a passage and must answer what was asked), so it was withheld.'],
   no_answer: ["The documents don't contain an answer",
     'Nothing in the retrieved passages answers this question, so no answer was written.'],
   injection: ['The question looks like an attempt to change the rules',
@@ -221,10 +221,13 @@ function evidenceBlock(resp, ctx) {
   const claims = g.claims || [];
   const cited = new Set((resp.citations || []).map((c) => c.passageId));
   const used = new Set(gen.usedPassageIds || []);
+  // A passage supports a claim only when the claim cleared the per-claim floor; below it, the passage is
+  // merely the one the verifier compared the claim with.
   const supports = new Map(); // passage id -> [claim numbers]
-  claims.forEach((c, i) => (c.supportingPassageIds || []).forEach((id) => {
-    supports.set(id, [...(supports.get(id) || []), i + 1]);
-  }));
+  claims.forEach((c, i) => {
+    if (!(c.score >= g.minClaimThreshold)) return;
+    (c.supportingPassageIds || []).forEach((id) => supports.set(id, [...(supports.get(id) || []), i + 1]));
+  });
 
   const passageList = h('ol', { class: 'passages' }, ctx.passages.map((p, i) => passageCard(p, i, ctx, {
     supports: supports.get(p.id) || [], cited: cited.has(p.id), used: used.has(p.id),
@@ -301,7 +304,7 @@ function claimRow(c, i, g, ctx, passageList) {
     h('p', { class: 'claim__figures' }, figures.join(' · '),
       c.cappedBy ? h('span', { class: 'capped', text: ` · capped by ${c.cappedBy}` }) : null),
     h('p', { class: 'claim__support' }, ids.length
-      ? ['Supported by ', ids.map((id, k) => [k ? ', ' : '', h('span', { class: 'ptag ptag--inline', title: id, text: ctx.labels.get(id) || id })])]
+      ? [tone === 'bad' ? 'Compared with ' : 'Supported by ', ids.map((id, k) => [k ? ', ' : '', h('span', { class: 'ptag ptag--inline', title: id, text: ctx.labels.get(id) || id })])]
       : h('span', { class: 'muted', text: 'No supporting passage found' }))));
 
   const setLinked = (on) => {
