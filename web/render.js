@@ -10,7 +10,7 @@ const VERDICTS = {
 // Plain words for each refusal/block reason: a headline and one sentence of explanation.
 export const REASONS = {
   not_grounded: ["The documents don't support an answer",
-    'A draft answer was written, but the checks did not find its claims to be a supported answer to this question (each claim must be backed by a passage and must answer what was asked), so it was withheld.'],
+    'A draft answer was written, but the checks did not find its claims to be a supported answer to this question (each claim must be backed by the retrieved passages and must answer what was asked), so it was withheld.'],
   no_answer: ["The documents don't contain an answer",
     'Nothing in the retrieved passages answers this question, so no answer was written.'],
   injection: ['The question looks like an attempt to change the rules',
