@@ -12,15 +12,19 @@ from pathlib import Path
 import asyncpg
 
 from provenance.errors import ConfigurationError
+from provenance.logs import configure_logging
 from provenance.settings import Settings, SettingsError, load_settings
 
 
 def _settings() -> Settings:
     try:
-        return load_settings()
+        settings = load_settings()
     except SettingsError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    # Logs go to stderr at the configured level, so a command's own output on stdout stays clean.
+    configure_logging(settings.log_level)
+    return settings
 
 
 async def _with_pool(settings: Settings) -> asyncpg.Pool:

@@ -20,11 +20,21 @@ def _redact(_: Any, __: str, event: MutableMapping[str, Any]) -> Mapping[str, An
     return event
 
 
+class _Stderr:
+    """Whatever sys.stderr is at the moment of writing (test runners and daemons swap it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(level: str = "info") -> None:
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         numeric = logging.INFO
-    logging.basicConfig(format="%(message)s", stream=sys.stderr, level=numeric, force=True)
+    logging.basicConfig(format="%(message)s", stream=_Stderr(), level=numeric, force=True)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -35,7 +45,7 @@ def configure_logging(level: str = "info") -> None:
             structlog.processors.JSONRenderer(),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
 

@@ -44,6 +44,7 @@ MESSAGES: dict[str, str] = {
 }
 
 
+CORPUS_CHECK_EVERY_S = 5.0
 # Enough passages to learn the vocabulary of any handbook-sized corpus without loading a huge one whole.
 CORPUS_VOCABULARY_PASSAGES = 20_000
 
@@ -70,8 +71,22 @@ class Pipeline:
         self.guards: Guards = guards or NoGuards()
         self.corpus_model: str | None = None
         self.corpus_version: str | None = None
+        self.corpus_check_every_s = CORPUS_CHECK_EVERY_S
+        self._corpus_checked = time.monotonic()
+
+    async def notice_new_corpus(self) -> None:
+        """A `provenance ingest` run elsewhere changes the corpus under a running server: look (one small
+        query, at most every few seconds) and pick up the new version, so cache keys and the verifier's
+        vocabulary follow it without a restart."""
+        now = time.monotonic()
+        if now - self._corpus_checked < self.corpus_check_every_s:
+            return
+        self._corpus_checked = now
+        if await self.store.corpus_version() != self.corpus_version:
+            await self.refresh_corpus()
 
     async def refresh_corpus(self) -> None:
+        self._corpus_checked = time.monotonic()
         state = await self.store.corpus_state()
         self.corpus_model = state.embedding_model if state else None
         self.corpus_version = state.version if state else None
@@ -121,6 +136,7 @@ class Pipeline:
             return run.finish("blocked", "rate_limited", http_status=429, headers={"Retry-After": retry})
 
         # 3. Cache: the whole earlier response, with its original stage figures.
+        await self.notice_new_corpus()
         cache_key = self.guards.cache_key(question, self.corpus_version, self.settings_fingerprint())
         if use_cache:
             hit = await self.guards.cache_get(cache_key)

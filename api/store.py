@@ -104,6 +104,11 @@ class Store:
             ingested_at=row["ingested_at"],
         )
 
+    async def corpus_version(self) -> str | None:
+        async with self._conn() as conn:
+            version: str | None = await conn.fetchval("SELECT version FROM corpus_state WHERE singleton")
+            return version
+
     async def passage(self, passage_id: str) -> StoredPassage | None:
         async with self._conn() as conn:
             row = await conn.fetchrow(

@@ -76,3 +76,25 @@ async def test_coverage_notes_are_not_ingested(fresh_store: Store, embedder: Emb
     state = await fresh_store.corpus_state()
     assert state is not None and state.passage_count == report.passages
     assert len(state.files) == 8
+
+
+async def test_a_running_pipeline_notices_a_new_ingest(fresh_store: Store, embedder: Embedder, tmp_path: Path) -> None:
+    from provenance.pipeline import Pipeline
+    from provenance.profiles.local import build_local_profile
+    from provenance.settings import Settings
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(REPO_ROOT / "corpus", corpus)
+    first = await ingest(fresh_store, corpus, lambda: embedder, embedder.model_name)
+    pipeline = Pipeline(Settings(), fresh_store, embedder, build_local_profile(embedder))
+    await pipeline.refresh_corpus()
+    assert pipeline.corpus_version == first.version
+
+    target = corpus / "05-storage-and-lockers.md"
+    target.write_text(target.read_text().replace("$14 per month", "$16 per month"))
+    second = await ingest(fresh_store, corpus, lambda: embedder, embedder.model_name)
+    assert second.version != first.version
+    pipeline.corpus_check_every_s = 0.0
+    outcome = await pipeline.ask("How much does a standard locker cost per month?", request_id="t", use_cache=False)
+    assert pipeline.corpus_version == second.version == outcome.response.corpus_version
+    assert outcome.response.answer is not None and "$16" in outcome.response.answer
