@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from provenance.claims import clean_claims, is_meta_claim
 from provenance.embedder import Embedder
 from provenance.pricing import cost_usd, max_call_cost_usd, price_for
 from provenance.profiles.anthropic import (
@@ -23,8 +24,6 @@ from provenance.profiles.anthropic import (
     ModelOutputError,
     build_anthropic_models,
     build_anthropic_profile,
-    clean_claims,
-    is_meta_claim,
     make_client,
 )
 from provenance.profiles.ports import ModelError, Usage

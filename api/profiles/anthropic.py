@@ -20,6 +20,7 @@ import msgspec
 from anthropic import AsyncAnthropic
 from anthropic.types import Message, ToolChoiceToolParam, ToolParam, ToolUseBlock
 
+from provenance.claims import clean_claims
 from provenance.profiles.ports import (
     ClaimVerdict,
     Decomposition,
@@ -285,60 +286,6 @@ class _CheckedClaimsOut(msgspec.Struct):
     claims: list[_CheckedClaimOut]
 
 
-# --- meta-commentary filter ------------------------------------------------------------------------
-
-_SOURCE = r"(?:passages?|documents?|sources?|context|handbook|excerpts?|provided (?:text|information|material))"
-_META = re.compile(
-    "|".join(
-        [
-            # "The passages do not mention the fee", "the provided context doesn't say ..."
-            rf"\b{_SOURCE}\b[^.;]*?\b(?:do(?:es)?\s*(?:not|n't)|did\s*(?:not|n't)|never|fails? to)\s+"
-            r"(?:\w+\s+)?(?:mention|say|state|specify|contain|include|provide|address|discuss|cover|give|"
-            r"list|indicate|describe|answer)",
-            # "The fee is not mentioned in the passages"
-            r"\bnot\s+(?:\w+\s+)?(?:mentioned|stated|specified|covered|addressed|provided|included|"
-            rf"discussed|given|listed|described)\s+(?:anywhere\s+)?in\s+the\s+(?:\w+\s+)?{_SOURCE}",
-            rf"\b{_SOURCE}\s+(?:is|are)\s+silent\b",
-            r"^\s*there\s+(?:is|are)\s+no\s+(?:information|details?|mention)\s+(?:about|on|regarding|of|given)\b",
-            r"^\s*(?:i|we)\s+(?:could\s+not|couldn't|cannot|can't|do\s+not|don't|am\s+unable|are\s+unable)\b",
-            r"\b(?:cannot|can't|could\s+not)\s+be\s+(?:determined|answered|found)\b",
-        ]
-    ),
-    re.IGNORECASE,
-)
-# "According to the passages, X" is a real claim X behind a meta prefix: keep X.
-_META_PREFIX = re.compile(
-    rf"^\s*(?:according\s+to|based\s+on|as\s+stated\s+in|per)\s+(?:the\s+)?(?:\w+\s+)?{_SOURCE}(?:\s+\d+)?\s*,\s*",
-    re.IGNORECASE,
-)
-
-
-def is_meta_claim(claim: str) -> bool:
-    """A claim about the sources rather than the world ("the passages do not mention X")."""
-    return bool(_META.search(claim))
-
-
-def clean_claims(claims: Iterable[str]) -> list[str]:
-    """Strip source-attribution prefixes, then drop meta-commentary, blanks and duplicates."""
-    kept: list[str] = []
-    seen: set[str] = set()
-    for raw in claims:
-        claim = _strip_meta_prefix(raw.strip())
-        key = claim.casefold()
-        if not claim or key in seen or is_meta_claim(claim):
-            continue
-        seen.add(key)
-        kept.append(claim)
-    return kept
-
-
-def _strip_meta_prefix(claim: str) -> str:
-    stripped = _META_PREFIX.sub("", claim, count=1)
-    if stripped != claim and stripped:
-        return stripped[0].upper() + stripped[1:]
-    return claim
-
-
 # --- rendering -------------------------------------------------------------------------------------
 
 _OUR_TAGS = re.compile(r"<(/?)(passages?|question|answer|claims?|collection)\b", re.IGNORECASE)
@@ -468,26 +415,42 @@ def _known_ids(ids: Iterable[str], allowed: Sequence[str]) -> list[str]:
 # --- the ports -------------------------------------------------------------------------------------
 
 
-class AnthropicScreener:
-    name = "anthropic-screener"
+class _ToolCaller:
+    """What every model-backed port holds, and its one way to call the model: a forced tool call."""
 
-    def __init__(self, client: AsyncAnthropic, model: str, *, max_output_tokens: int = 128) -> None:
+    default_max_output_tokens = 1024
+
+    def __init__(self, client: AsyncAnthropic, model: str, *, max_output_tokens: int | None = None) -> None:
         self.client = client
         self.model = model
-        self.max_output_tokens = max_output_tokens
+        self.max_output_tokens = self.default_max_output_tokens if max_output_tokens is None else max_output_tokens
+
+    async def _call(self, *, system: str, user: str, tool: ToolParam, what: str) -> tuple[dict[str, object], Usage]:
+        return await call_tool(
+            self.client,
+            model=self.model,
+            system=system,
+            user=user,
+            tool=tool,
+            max_tokens=self.max_output_tokens,
+            what=what,
+        )
+
+
+class AnthropicScreener(_ToolCaller):
+    name = "anthropic-screener"
+
+    default_max_output_tokens = 128
 
     async def classify(self, question: str, passages: Sequence[ScoredPassage]) -> ScreenVerdict:
         user = (
             f"<collection>\n{_collection_summary(passages)}\n</collection>\n\n"
             f"<question>\n{_fence(question)}\n</question>"
         )
-        raw, usage = await call_tool(
-            self.client,
-            model=self.model,
+        raw, usage = await self._call(
             system=SCREEN_SYSTEM,
             user=user,
             tool=SCREEN_SCHEMA,
-            max_tokens=self.max_output_tokens,
             what="screening",
         )
         label = raw.get("label")
@@ -498,26 +461,18 @@ class AnthropicScreener:
         return ScreenVerdict(label=out.label, score=_clamp(out.confidence), classifier=self.name, usage=usage)
 
 
-class AnthropicGenerator:
+class AnthropicGenerator(_ToolCaller):
     name = "anthropic-generator"
-
-    def __init__(self, client: AsyncAnthropic, model: str, *, max_output_tokens: int = 1024) -> None:
-        self.client = client
-        self.model = model
-        self.max_output_tokens = max_output_tokens
 
     async def generate(self, question: str, passages: Sequence[ScoredPassage]) -> Generation:
         if not passages:
             # Nothing to answer from: the empty answer is the only grounded one, and it is free.
             return Generation(answer="", used_passage_ids=[], usage=Usage(model=self.model))
         user = f"{render_passages(passages)}\n\n<question>\n{_fence(question)}\n</question>"
-        raw, usage = await call_tool(
-            self.client,
-            model=self.model,
+        raw, usage = await self._call(
             system=GENERATE_SYSTEM,
             user=user,
             tool=ANSWER_SCHEMA,
-            max_tokens=self.max_output_tokens,
             what="generation",
         )
         out = _parse(raw, _AnswerOut, usage, "generation", ["used_passage_ids"])
@@ -526,38 +481,25 @@ class AnthropicGenerator:
         return Generation(answer=answer, used_passage_ids=used, usage=usage)
 
 
-class AnthropicDecomposer:
+class AnthropicDecomposer(_ToolCaller):
     name = "anthropic-decomposer"
-
-    def __init__(self, client: AsyncAnthropic, model: str, *, max_output_tokens: int = 1024) -> None:
-        self.client = client
-        self.model = model
-        self.max_output_tokens = max_output_tokens
 
     async def decompose(self, question: str, answer: str) -> Decomposition:
         if not answer.strip():
             return Decomposition(claims=[], usage=Usage(model=self.model))
         user = f"<question>\n{_fence(question)}\n</question>\n\n<answer>\n{_fence(answer)}\n</answer>"
-        raw, usage = await call_tool(
-            self.client,
-            model=self.model,
+        raw, usage = await self._call(
             system=DECOMPOSE_SYSTEM,
             user=user,
             tool=CLAIMS_SCHEMA,
-            max_tokens=self.max_output_tokens,
             what="claim decomposition",
         )
         out = _parse(raw, _ClaimsOut, usage, "claim decomposition", ["claims"])
         return Decomposition(claims=clean_claims(out.claims), usage=usage)
 
 
-class AnthropicVerifier:
+class AnthropicVerifier(_ToolCaller):
     name = VERIFIER_NAME
-
-    def __init__(self, client: AsyncAnthropic, model: str, *, max_output_tokens: int = 1024) -> None:
-        self.client = client
-        self.model = model
-        self.max_output_tokens = max_output_tokens
 
     async def verify(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification:
         if not claims:
@@ -566,13 +508,10 @@ class AnthropicVerifier:
             # No evidence means no support; asking a model would only cost money.
             return Verification(verdicts=[ClaimVerdict(score=0.0, supporting_passage_ids=[]) for _ in claims])
         user = f"{render_passages(passages)}\n\n<question>\n{_fence(question)}\n</question>\n\n{_render_claims(claims)}"
-        raw, usage = await call_tool(
-            self.client,
-            model=self.model,
+        raw, usage = await self._call(
             system=VERIFY_SYSTEM,
             user=user,
             tool=VERDICTS_SCHEMA,
-            max_tokens=self.max_output_tokens,
             what="verification",
         )
         out = _parse(raw, _VerdictsOut, usage, "verification", ["verdicts"])
@@ -590,7 +529,7 @@ class AnthropicVerifier:
         return Verification(verdicts=verdicts, usage=usage)
 
 
-class AnthropicDecomposeAndVerify:
+class AnthropicDecomposeAndVerify(_ToolCaller):
     """Decomposition and entailment in one call, saving a sequential round trip.
 
     The call's usage is reported once, on the Decomposition; the Verification's usage is None so that
@@ -599,10 +538,7 @@ class AnthropicDecomposeAndVerify:
 
     name = VERIFIER_NAME
 
-    def __init__(self, client: AsyncAnthropic, model: str, *, max_output_tokens: int = 1536) -> None:
-        self.client = client
-        self.model = model
-        self.max_output_tokens = max_output_tokens
+    default_max_output_tokens = 1536
 
     async def decompose_and_verify(
         self, question: str, answer: str, passages: Sequence[ScoredPassage]
@@ -613,13 +549,10 @@ class AnthropicDecomposeAndVerify:
             f"{render_passages(passages)}\n\n<question>\n{_fence(question)}\n</question>\n\n"
             f"<answer>\n{_fence(answer)}\n</answer>"
         )
-        raw, usage = await call_tool(
-            self.client,
-            model=self.model,
+        raw, usage = await self._call(
             system=DECOMPOSE_VERIFY_SYSTEM,
             user=user,
             tool=CHECKED_CLAIMS_SCHEMA,
-            max_tokens=self.max_output_tokens,
             what="claim checking",
         )
         out = _parse(raw, _CheckedClaimsOut, usage, "claim checking", ["claims"])

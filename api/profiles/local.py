@@ -21,6 +21,7 @@ import msgspec
 import numpy as np
 
 from provenance import text as T
+from provenance.claims import is_meta_claim
 from provenance.embedder import Embedder
 from provenance.profiles.ports import (
     ClaimVerdict,
@@ -36,18 +37,6 @@ from provenance.store import ScoredPassage
 COEFFICIENTS_PATH = Path(__file__).resolve().parent.parent / "data" / "local_verifier.json"
 LOCAL_GENERATOR = "local-extractive"
 LOCAL_VERIFIER = "local-calibrated-verifier"
-
-_META = re.compile(
-    r"\b(passages?|documents?|sources?|context|handbook|provided text|excerpts?)\b.*\b(do(es)? not|don't|doesn't|"
-    r"no information|not (mention|say|state|specify|cover|include)|silent)\b"
-    r"|^(i|we) (could not|couldn't|cannot|can't|do not|don't)\b|\bnot (mentioned|specified|stated|covered)\b",
-    re.IGNORECASE,
-)
-
-
-def is_meta_claim(claim: str) -> bool:
-    """A claim about the sources rather than the world ("the passages do not mention X")."""
-    return bool(_META.search(claim))
 
 
 class SentenceEmbeddings:

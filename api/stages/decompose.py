@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import msgspec
 
+from provenance.claims import is_meta_claim
 from provenance.models import DecompositionStage
-from provenance.profiles.local import is_meta_claim
 from provenance.profiles.ports import ClaimVerdict, DecomposeAndVerify, Decomposer, Usage, Verification
 from provenance.stages.timing import Timer
 from provenance.store import ScoredPassage

@@ -1,0 +1,67 @@
+"""Claims about the sources themselves ("the passages do not mention X") are not claims about the world:
+they are dropped before verification, whichever profile made them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+_SOURCE = r"(?:passages?|documents?|sources?|context|handbook|excerpts?|provided (?:text|information|material))"
+_META = re.compile(
+    "|".join(
+        [
+            # "The passages do not mention the fee", "the provided context doesn't say ..."
+            rf"\b{_SOURCE}\b[^.;]*?\b(?:do(?:es)?\s*(?:not|n't)|did\s*(?:not|n't)|never|fails? to)\s+"
+            r"(?:\w+\s+)?(?:mention|say|state|specify|contain|include|provide|address|discuss|cover|give|"
+            r"list|indicate|describe|answer)",
+            # "The fee is not mentioned in the passages"
+            r"\bnot\s+(?:\w+\s+)?(?:mentioned|stated|specified|covered|addressed|provided|included|"
+            rf"discussed|given|listed|described)\s+(?:anywhere\s+)?in\s+the\s+(?:\w+\s+)?{_SOURCE}",
+            rf"\b{_SOURCE}\s+(?:is|are)\s+silent\b",
+            r"^\s*there\s+(?:is|are)\s+no\s+(?:information|details?|mention)\s+(?:about|on|regarding|of|given)\b",
+            r"^\s*(?:i|we)\s+(?:could\s+not|couldn't|cannot|can't|do\s+not|don't|am\s+unable|are\s+unable)\b",
+            r"\b(?:cannot|can't|could\s+not)\s+be\s+(?:determined|answered|found)\b",
+        ]
+    ),
+    re.IGNORECASE,
+)
+# "According to the passages, X" is a real claim X behind a meta prefix: keep X.
+_META_PREFIX = re.compile(
+    rf"^\s*(?:according\s+to|based\s+on|as\s+stated\s+in|per)\s+(?:the\s+)?(?:\w+\s+)?{_SOURCE}(?:\s+\d+)?\s*,\s*",
+    re.IGNORECASE,
+)
+
+
+# The broader net the extractive path has always used ("... not mentioned", "the handbook doesn't ...").
+_META_BROAD = re.compile(
+    r"\b(passages?|documents?|sources?|context|handbook|provided text|excerpts?)\b.*\b(do(es)? not|don't|doesn't|"
+    r"no information|not (mention|say|state|specify|cover|include)|silent)\b"
+    r"|^(i|we) (could not|couldn't|cannot|can't|do not|don't)\b|\bnot (mentioned|specified|stated|covered)\b",
+    re.IGNORECASE,
+)
+
+
+def is_meta_claim(claim: str) -> bool:
+    """A claim about the sources rather than the world ("the passages do not mention X")."""
+    return bool(_META.search(claim) or _META_BROAD.search(claim))
+
+
+def clean_claims(claims: Iterable[str]) -> list[str]:
+    """Strip source-attribution prefixes, then drop meta-commentary, blanks and duplicates."""
+    kept: list[str] = []
+    seen: set[str] = set()
+    for raw in claims:
+        claim = _strip_meta_prefix(raw.strip())
+        key = claim.casefold()
+        if not claim or key in seen or is_meta_claim(claim):
+            continue
+        seen.add(key)
+        kept.append(claim)
+    return kept
+
+
+def _strip_meta_prefix(claim: str) -> str:
+    stripped = _META_PREFIX.sub("", claim, count=1)
+    if stripped != claim and stripped:
+        return stripped[0].upper() + stripped[1:]
+    return claim
