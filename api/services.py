@@ -52,11 +52,9 @@ def build_profile(settings: Settings, embedder: Embedder) -> Profile:
     return build_local_profile(embedder)
 
 
-def build_guards(settings: Settings, store: Store) -> Guards | None:
-    try:
-        from provenance.guards.postgres import PostgresGuards
-    except ImportError:  # pragma: no cover - guards land in their own change
-        return None
+def build_guards(settings: Settings, store: Store) -> Guards:
+    from provenance.guards.postgres import PostgresGuards
+
     return PostgresGuards(settings, store)
 
 

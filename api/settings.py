@@ -69,8 +69,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _FIELD_ENV = {name: name.upper() for name in Settings.__struct_fields__}
-# A few variables keep the names operators already know.
-_FIELD_ENV["db_schema"] = "DB_SCHEMA"
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:

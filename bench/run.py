@@ -37,6 +37,7 @@ from bench.common import machine, percentile, scratch_store
 from bench.server import REPO_ROOT, LoadResult, Sampler, Server, load_questions, measured_load
 from provenance.embedder import Embedder
 from provenance.ingest import ingest
+from provenance.models import Stages
 from provenance.services import load_embedder
 from provenance.settings import Settings
 
@@ -46,20 +47,7 @@ UNCACHED_REQUESTS = {1: 30, 8: 48, 32: 64}
 CACHED_REQUESTS = {1: 200, 8: 400, 32: 800}
 CACHED_QUESTIONS = 16
 MODEL_LATENCY_S = 0.7
-# The build's working memory: the 100k graph fits, so pgvector builds it in memory (see docs/scaling.md).
-STAGES = (
-    "bot_check",
-    "rate_limit",
-    "cache",
-    "spend",
-    "screening",
-    "retrieval",
-    "generation",
-    "decomposition",
-    "entailment",
-    "lexical_check",
-    "groundedness",
-)
+STAGES = Stages.__struct_fields__  # in pipeline order
 
 
 @dataclass

@@ -7,12 +7,12 @@ from collections.abc import Mapping, Sequence
 import httpx
 
 from provenance.guards.apikeys import bearer_token, check_key
-from provenance.guards.base import BotCheckResult, CacheResult, RateLimitResult, Reservation, cache_key
+from provenance.guards.base import BotCheckResult, CacheResult, NoGuards, RateLimitResult, Reservation, cache_key
 from provenance.guards.cache import AnswerCache
 from provenance.guards.ratelimit import RateLimiter, client_ip, parse_networks
 from provenance.guards.spend import SpendCap
 from provenance.guards.turnstile import verify_turnstile
-from provenance.models import AskResponse, BotCheckStage, RateLimitStage, SpendStage
+from provenance.models import AskResponse, BotCheckStage, SpendStage
 from provenance.profiles.ports import Profile, Usage
 from provenance.settings import Settings
 from provenance.stages.timing import Timer
@@ -103,10 +103,6 @@ class OperatorGuards(PostgresGuards):
 
     _why = "not applied: operator command run on the server"
 
-    async def bot_check(
-        self, turnstile_token: str | None, authorization: str | None, peer_ip: str | None
-    ) -> BotCheckResult:
-        return BotCheckResult(BotCheckStage(detail=self._why))
-
-    async def rate_limit(self, client_key: str) -> RateLimitResult:
-        return RateLimitResult(RateLimitStage(detail=self._why))
+    # The same "not applied" stages as NoGuards, each saying this class's reason.
+    bot_check = NoGuards.bot_check
+    rate_limit = NoGuards.rate_limit
