@@ -8,7 +8,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export HOST PORT
 
-.PHONY: install run test lint typecheck fmt bench evals chromium clean
+.PHONY: install run test lint typecheck fmt bench evals chromium screenshots clean
 
 install: $(STAMP)
 
@@ -33,6 +33,10 @@ chromium:
 
 test: install chromium
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# Retakes docs/answer-screenshot.png and docs/refusal-screenshot.png from the real server.
+screenshots: install chromium
+	UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest -q tests/browser -k "answerable_question_is_answered or uncovered_example"
 
 lint:
 	$(BIN)/ruff check .

@@ -1,9 +1,11 @@
 """The page in a real browser (Debian's Chromium) against the real app: answered, refused, blocked,
-errors, keyboard use and a phone-width layout. Also writes the two screenshots the README shows."""
+errors, keyboard use and a phone-width layout. Also takes the two screenshots the README shows: into
+docs/ with `make screenshots` (UPDATE_SCREENSHOTS=1), elsewhere a test run leaves the tree as it was."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -77,8 +79,14 @@ async def open_citation_and_check_it_was_fetched(page: Page, passage_id: str) ->
     await expect(pane.locator(".passage-meta")).to_contain_text("tokens")
 
 
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the README's screenshots go: docs/ only when asked (`make screenshots`)."""
+    return DOCS if os.environ.get("UPDATE_SCREENSHOTS") == "1" else tmp_path_factory.mktemp("screenshots")
+
+
 async def test_an_answerable_question_is_answered_with_citations_and_the_whole_pipeline(
-    page: Page, live_server: LiveServer
+    page: Page, live_server: LiveServer, shots: Path
 ) -> None:
     await page.goto(live_server.url)
     await ask(page, ANSWERABLE)
@@ -98,10 +106,12 @@ async def test_an_answerable_question_is_answered_with_citations_and_the_whole_p
     passage_id = await citations.first.get_attribute("data-passage-id")
     assert passage_id and "#" in passage_id
     await open_citation_and_check_it_was_fetched(page, passage_id)
-    await page.screenshot(path=str(DOCS / "answer-screenshot.png"), full_page=True)
+    await page.screenshot(path=str(shots / "answer-screenshot.png"), full_page=True)
 
 
-async def test_the_uncovered_example_is_refused_with_its_evidence(page: Page, live_server: LiveServer) -> None:
+async def test_the_uncovered_example_is_refused_with_its_evidence(
+    page: Page, live_server: LiveServer, shots: Path
+) -> None:
     await page.goto(live_server.url)
     example = page.get_by_test_id("example-2")
     # /config's example, with its "Ask something the docs don't cover:" prefix shown as a label, not asked.
@@ -131,7 +141,7 @@ async def test_the_uncovered_example_is_refused_with_its_evidence(page: Page, li
         # The pipeline got as far as the gate: its claims and gauges are part of the evidence.
         assert await page.get_by_test_id("claim").count() >= 1
         await expect(why.locator(".gate")).to_be_visible()
-    await page.screenshot(path=str(DOCS / "refusal-screenshot.png"), full_page=True)
+    await page.screenshot(path=str(shots / "refusal-screenshot.png"), full_page=True)
 
 
 async def test_a_prompt_injection_is_blocked_with_its_reason(page: Page, live_server: LiveServer) -> None:
