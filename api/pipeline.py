@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
+from provenance import text as T
 from provenance.embedder import Embedder
 from provenance.guards.base import Guards, NoGuards
 from provenance.logs import get_logger
@@ -263,8 +264,7 @@ def withhold_unquoted(claim: ClaimResult, passages: Sequence[ScoredPassage]) -> 
     """A refused answer's text must not leave the server. A claim quoted word for word from a retrieved
     passage is evidence already on show and stays readable; anything the generator wrote itself is withheld,
     keeping its scores."""
-    normalised = " ".join(claim.text.split())
-    if any(normalised in " ".join(p.text.split()) for p in passages):
+    if any(T.quoted_in(claim.text, p.text) for p in passages):
         return claim
     return msgspec.structs.replace(claim, text=WITHHELD)
 

@@ -235,9 +235,18 @@ QUESTION_WORDS = frozenset(
     ]
 )
 # Everyday words members phrase questions with that name no topic of their own ("what happens if...",
-# "how soon do I..."); a passage need not contain them to answer the question.
+# "how soon do I...") and the particles of phrasal verbs ("bring along", "get back"); a passage need not
+# contain them to answer the question.
 QUESTION_FILLER = frozenset(
     [
+        "along",
+        "back",
+        "away",
+        "around",
+        "together",
+        "ahead",
+        "forward",
+        "aside",
         "happen",
         "happens",
         "happened",
@@ -466,3 +475,8 @@ def overlap(a: set[str], b: set[str]) -> float:
 
 def normalise_question(text: str) -> str:
     return " ".join(words(text))
+
+
+def quoted_in(claim: str, text: str) -> bool:
+    """Whether `text` contains `claim` word for word (line breaks and runs of spaces aside)."""
+    return " ".join(claim.split()) in " ".join(text.split())

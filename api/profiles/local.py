@@ -211,7 +211,12 @@ class ExtractiveGenerator:
             score = 0.5 * float(sim) + 0.4 * lexical + 0.1 * answer_type_match(kind, sentence)
             ranked.append((score, sentence, pid))
         ranked.sort(key=lambda r: -r[0])
-        return ranked
+        # The same sentence can sit in two passages (a fee restated under membership and under lockers):
+        # quote it once, and let the next-best sentence take the second place.
+        unique: dict[str, tuple[float, str, str]] = {}
+        for r in ranked:
+            unique.setdefault(r[1], r)
+        return list(unique.values())
 
     async def generate(self, question: str, passages: Sequence[ScoredPassage]) -> Generation:
         ranked = await asyncio.to_thread(self._rank, question, passages)
@@ -422,8 +427,10 @@ class LocalVerifier:
         self.extractor = extractor
         self.coef = coefficients or load_coefficients()
 
-    def probability(self, features: Sequence[float]) -> float:
-        support = self.coef.support.probability(features[: len(SUPPORT_FEATURES)])
+    def probability(self, features: Sequence[float], quoted: bool = False) -> float:
+        # A claim the passage holds word for word is what the passage says: its support is certain, not an
+        # estimate, and only whether it answers the question is left to judge.
+        support = 1.0 if quoted else self.coef.support.probability(features[: len(SUPPORT_FEATURES)])
         relevance = self.coef.relevance.probability(features[len(SUPPORT_FEATURES) :])
         return support * relevance
 
@@ -441,7 +448,13 @@ class LocalVerifier:
         verdicts: list[ClaimVerdict] = []
         for claim, c_vec in zip(claims, claim_vecs, strict=True):
             scored = [
-                (self.probability(self.extractor.features(question, claim, c_vec, q_vec, p)), p.id) for p in passages
+                (
+                    self.probability(
+                        self.extractor.features(question, claim, c_vec, q_vec, p), T.quoted_in(claim, p.text)
+                    ),
+                    p.id,
+                )
+                for p in passages
             ]
             if not scored:
                 verdicts.append(ClaimVerdict(score=0.0, supporting_passage_ids=[]))

@@ -1,0 +1,85 @@
+"""The local profile's verifier and generator rules, on real embeddings (no database needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from provenance import text as T
+from provenance.embedder import Embedder
+from provenance.profiles.local import (
+    RELEVANCE_FEATURES,
+    ExtractiveGenerator,
+    LocalVerifier,
+    SentenceEmbeddings,
+    build_local_verifier,
+)
+from provenance.store import ScoredPassage
+
+PASSAGE = ScoredPassage(
+    id="lockers.md#1",
+    source="lockers.md",
+    heading="Lockers > Renting a locker",
+    text=(
+        "A standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month.\n"
+        "Lockers are rented by the calendar month at the front desk."
+    ),
+    score=0.9,
+)
+QUESTION = "How much does a standard locker cost per month?"
+
+
+@pytest.fixture(scope="module")
+def verifier(embedder: Embedder) -> LocalVerifier:
+    v = build_local_verifier(embedder)
+    v.extractor.set_corpus([PASSAGE.text])
+    return v
+
+
+async def score(verifier: LocalVerifier, question: str, claim: str) -> float:
+    verification = await verifier.verify(question, [claim], [PASSAGE])
+    return verification.verdicts[0].score
+
+
+def test_quoted_in_ignores_line_breaks_and_spacing_only() -> None:
+    assert T.quoted_in("costs $14   per month.", PASSAGE.text)
+    assert T.quoted_in("per month.\nLockers are rented", PASSAGE.text)
+    assert not T.quoted_in("costs $15 per month.", PASSAGE.text)
+    assert not T.quoted_in("Costs $14 per month.", PASSAGE.text)
+
+
+async def test_a_quoted_claim_is_judged_on_relevance_alone(verifier: LocalVerifier, embedder: Embedder) -> None:
+    claim = "A standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month."
+    features = verifier.extractor.features(
+        QUESTION, claim, verifier.extractor.sentences.get([claim])[0], embedder.embed_query(QUESTION), PASSAGE
+    )
+    relevance = verifier.coef.relevance.probability(features[-len(RELEVANCE_FEATURES) :])
+    assert await score(verifier, QUESTION, claim) == pytest.approx(relevance, abs=1e-4)
+    assert verifier.probability(features, quoted=True) > verifier.probability(features)
+
+
+async def test_an_unquoted_claim_keeps_the_support_estimate(verifier: LocalVerifier) -> None:
+    # Not word for word (the passage has the dimensions in between): support is estimated, not certain,
+    # and a changed amount lowers it.
+    faithful = "A standard locker costs $14 per month."
+    assert not T.quoted_in(faithful, PASSAGE.text)
+    altered = await score(verifier, QUESTION, "A standard locker costs $41 per month.")
+    assert altered < await score(verifier, QUESTION, faithful)
+    assert altered < 0.40
+
+
+async def test_a_quoted_claim_that_does_not_answer_still_fails(verifier: LocalVerifier) -> None:
+    claim = "Lockers are rented by the calendar month at the front desk."
+    assert T.quoted_in(claim, PASSAGE.text)
+    assert await score(verifier, "Can I bring my dog to the makerspace?", claim) < 0.40
+
+
+async def test_the_generator_quotes_a_sentence_two_passages_share_once(embedder: Embedder) -> None:
+    shared = "Keyholder membership includes one standard locker at no extra cost."
+    passages = [
+        ScoredPassage(id="a#1", source="a", heading="Membership", text=f"{shared} Keyholders get a key.", score=0.9),
+        ScoredPassage(id="b#1", source="b", heading="Lockers", text=f"{shared} Lockers cost $14.", score=0.8),
+    ]
+    generator = ExtractiveGenerator(SentenceEmbeddings(embedder))
+    generation = await generator.generate("Does Keyholder membership include a standard locker?", passages)
+    assert generation.answer.count(shared) == 1
+    assert generation.used_passage_ids[0] == "a#1"
