@@ -92,7 +92,7 @@ def main() -> int:
         q_vec = embedder.embed_query(r.question)
         c_vec = local.extractor.sentences.get([claims[0]])[0]
         scored = [
-            (local.extractor.features(r.question, claims[0], c_vec, q_vec, p), T.quoted_in(claims[0], p.text))
+            (local.extractor.features(r.question, claims[0], c_vec, q_vec, p), T.is_sentence_of(claims[0], p.text))
             for p in passages
         ]
         best, quoted = max(scored, key=lambda s: local.probability(*s))

@@ -57,6 +57,23 @@ async def test_a_quoted_claim_is_judged_on_relevance_alone(verifier: LocalVerifi
     assert verifier.probability(features, quoted=True) > verifier.probability(features)
 
 
+def test_only_a_whole_sentence_counts_as_quoted() -> None:
+    text = "If you join before May, the joining fee is $30. Otherwise it is $45."
+    assert T.is_sentence_of("Otherwise it is   $45.", text)
+    assert T.quoted_in("the joining fee is $30.", text)
+    assert not T.is_sentence_of("the joining fee is $30.", text)
+
+
+async def test_a_quoted_fragment_keeps_the_support_estimate(verifier: LocalVerifier, embedder: Embedder) -> None:
+    fragment = "standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month."
+    assert T.quoted_in(fragment, PASSAGE.text) and not T.is_sentence_of(fragment, PASSAGE.text)
+    features = verifier.extractor.features(
+        QUESTION, fragment, verifier.extractor.sentences.get([fragment])[0], embedder.embed_query(QUESTION), PASSAGE
+    )
+    assert await score(verifier, QUESTION, fragment) == pytest.approx(verifier.probability(features), abs=1e-4)
+    assert verifier.probability(features) < verifier.probability(features, quoted=True)
+
+
 async def test_an_unquoted_claim_keeps_the_support_estimate(verifier: LocalVerifier) -> None:
     # Not word for word (the passage has the dimensions in between): support is estimated, not certain,
     # and a changed amount lowers it.

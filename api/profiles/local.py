@@ -428,8 +428,8 @@ class LocalVerifier:
         self.coef = coefficients or load_coefficients()
 
     def probability(self, features: Sequence[float], quoted: bool = False) -> float:
-        # A claim the passage holds word for word is what the passage says: its support is certain, not an
-        # estimate, and only whether it answers the question is left to judge.
+        # A claim that is one of the passage's sentences, word for word, is what the passage says: its support
+        # is certain, not an estimate, and only whether it answers the question is left to judge.
         support = 1.0 if quoted else self.coef.support.probability(features[: len(SUPPORT_FEATURES)])
         relevance = self.coef.relevance.probability(features[len(SUPPORT_FEATURES) :])
         return support * relevance
@@ -450,7 +450,7 @@ class LocalVerifier:
             scored = [
                 (
                     self.probability(
-                        self.extractor.features(question, claim, c_vec, q_vec, p), T.quoted_in(claim, p.text)
+                        self.extractor.features(question, claim, c_vec, q_vec, p), T.is_sentence_of(claim, p.text)
                     ),
                     p.id,
                 )
