@@ -477,17 +477,22 @@ def normalise_question(text: str) -> str:
     return " ".join(words(text))
 
 
+def _single_spaced(text: str) -> str:
+    """Line breaks and runs of spaces as one space: how a quote is compared with its source."""
+    return " ".join(text.split())
+
+
 def quoted_in(claim: str, text: str) -> bool:
     """Whether `text` contains `claim` word for word (line breaks and runs of spaces aside)."""
-    return " ".join(claim.split()) in " ".join(text.split())
+    return _single_spaced(claim) in _single_spaced(text)
 
 
 @lru_cache(maxsize=4096)
 def _sentence_set(text: str) -> frozenset[str]:
-    return frozenset(" ".join(s.split()) for s in split_sentences(text))
+    return frozenset(_single_spaced(s) for s in split_sentences(text))
 
 
 def is_sentence_of(claim: str, text: str) -> bool:
     """Whether `claim` is one whole sentence of `text`, word for word. A mere substring is not enough:
     "the fee is $30" inside "If you join before May, the fee is $30" says something else."""
-    return " ".join(claim.split()) in _sentence_set(text)
+    return _single_spaced(claim) in _sentence_set(text)

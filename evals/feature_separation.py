@@ -24,7 +24,6 @@ import msgspec
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from provenance import text as T
 from provenance.evals import answer_matches, run_evals
 from provenance.profiles.local import FEATURES, SUPPORT_FEATURES, LocalVerifier
 from provenance.profiles.ports import Verification
@@ -91,13 +90,9 @@ def main() -> int:
         claims, passages = seen
         q_vec = embedder.embed_query(r.question)
         c_vec = local.extractor.sentences.get([claims[0]])[0]
-        scored = [
-            (local.extractor.features(r.question, claims[0], c_vec, q_vec, p), T.is_sentence_of(claims[0], p.text))
-            for p in passages
-        ]
-        best, quoted = max(scored, key=lambda s: local.probability(*s))
-        rows.append(best)
-        probabilities.append(local.probability(best, quoted))
+        best = max(local.score_passages(r.question, claims[0], c_vec, q_vec, passages), key=lambda s: s.score)
+        rows.append(best.features)
+        probabilities.append(best.score)
         labels.append(label)
     X, y = np.asarray(rows), np.asarray(labels)
     n_pos, n_neg = int(y.sum()), int(len(y) - y.sum())

@@ -16,6 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 import numpy as np
@@ -420,6 +421,13 @@ class FeatureExtractor:
         ]
 
 
+class PassageScore(NamedTuple):
+    score: float
+    features: list[float]
+    quoted: bool
+    passage_id: str
+
+
 class LocalVerifier:
     name = LOCAL_VERIFIER
 
@@ -434,6 +442,22 @@ class LocalVerifier:
         relevance = self.coef.relevance.probability(features[len(SUPPORT_FEATURES) :])
         return support * relevance
 
+    def score_passages(
+        self,
+        question: str,
+        claim: str,
+        claim_vec: np.ndarray,
+        question_vec: np.ndarray,
+        passages: Sequence[ScoredPassage],
+    ) -> list[PassageScore]:
+        """The claim's score against each passage, with the features and quote check behind it."""
+        out = []
+        for p in passages:
+            features = self.extractor.features(question, claim, claim_vec, question_vec, p)
+            quoted = T.is_sentence_of(claim, p.text)
+            out.append(PassageScore(self.probability(features, quoted), features, quoted, p.id))
+        return out
+
     def _verify(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification:
         embedder = self.extractor.sentences.embedder
         q_vec = embedder.embed_query(question)
@@ -447,25 +471,19 @@ class LocalVerifier:
         premise_ok = premise is None or T.overlap(T.content_terms(premise), all_terms) >= 0.75
         verdicts: list[ClaimVerdict] = []
         for claim, c_vec in zip(claims, claim_vecs, strict=True):
-            scored = [
-                (
-                    self.probability(
-                        self.extractor.features(question, claim, c_vec, q_vec, p), T.is_sentence_of(claim, p.text)
-                    ),
-                    p.id,
-                )
-                for p in passages
-            ]
+            scored = self.score_passages(question, claim, c_vec, q_vec, passages)
             if not scored:
                 verdicts.append(ClaimVerdict(score=0.0, supporting_passage_ids=[]))
                 continue
-            best = max(s for s, _ in scored)
+            best = max(s.score for s in scored)
             if not premise_ok:
                 best = min(best, 0.2)
             # The best-scoring passage always counts as the claim's support, so the lexical check
             # compares the claim's numbers with the passage the verifier actually relied on.
-            ranked = sorted(scored, key=lambda x: -x[0])
-            support = [ranked[0][1]] + [pid for s, pid in ranked[1:] if s >= 0.5 and s >= best - 0.15]
+            ranked = sorted(scored, key=lambda x: -x.score)
+            support = [ranked[0].passage_id] + [
+                s.passage_id for s in ranked[1:] if s.score >= 0.5 and s.score >= best - 0.15
+            ]
             verdicts.append(ClaimVerdict(score=round(best, 4), supporting_passage_ids=support))
         return Verification(verdicts=verdicts)
 
