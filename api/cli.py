@@ -1,4 +1,5 @@
-"""The `provenance` command: serve, db migrate, ingest (and more as issues land)."""
+"""The `provenance` command. Each subcommand prints its result on stdout and nothing else: errors go to
+stderr, and the embedded Postgres's own account of starting goes to a log file under the data folder."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import asyncpg
@@ -14,6 +15,20 @@ import asyncpg
 from provenance.errors import ConfigurationError
 from provenance.logs import configure_logging
 from provenance.settings import Settings, SettingsError, load_settings
+
+DESCRIPTION = """\
+Answers questions from a folder of documents, and refuses, showing the evidence, when the documents
+don't support an answer."""
+
+EPILOG = """\
+getting started:
+  provenance serve --ingest      ingest corpus/ (when it changed) and serve http://127.0.0.1:8000
+  provenance ingest DIR          use your own folder of .md/.txt files instead
+  provenance keys create NAME    an API key for a script or app that isn't a browser
+
+Settings are environment variables (DATABASE_URL, PROFILE, ANTHROPIC_API_KEY, CORPUS_DIR, PORT, ...);
+without DATABASE_URL an embedded PostgreSQL runs from .data/. The README lists them all.
+Run `provenance COMMAND --help` for a command's options."""
 
 
 def _settings() -> Settings:
@@ -133,7 +148,20 @@ async def _warm_cache(settings: Settings) -> int:
     return 1 if failed else 0
 
 
+def _usage(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    """For a command group run without its action: its help, not argparse's "arguments are required: x"."""
+
+    def show(args: argparse.Namespace) -> int:
+        parser.print_help(sys.stderr)
+        return 2
+
+    return show
+
+
 def cmd_keys(args: argparse.Namespace) -> int:
+    if args.keys_command is None:
+        result: int = args.usage(args)
+        return result
     return asyncio.run(_keys(_settings(), args.keys_command, getattr(args, "name", None)))
 
 
@@ -229,8 +257,13 @@ def cmd_evals(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="provenance", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="provenance",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="run the HTTP API and the web page")
     serve.add_argument("--host", default=None, help="bind address (default: HOST or 127.0.0.1)")
@@ -240,18 +273,19 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
 
     db = sub.add_parser("db", help="database maintenance")
-    db_sub = db.add_subparsers(dest="db_command", required=True)
+    db_sub = db.add_subparsers(dest="db_command", metavar="ACTION")
+    db.set_defaults(func=_usage(db))
     migrate = db_sub.add_parser("migrate", help="apply pending migrations from db/migrations")
     migrate.set_defaults(func=cmd_db_migrate)
 
     keys = sub.add_parser("keys", help="API keys for clients without a browser (Authorization: Bearer)")
-    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    keys_sub = keys.add_subparsers(dest="keys_command", metavar="ACTION")
     keys_create = keys_sub.add_parser("create", help="create a key and print it once")
     keys_create.add_argument("name", help="who the key is for (letters, digits, . _ -)")
     keys_revoke = keys_sub.add_parser("revoke", help="end a key; its name stays taken")
     keys_revoke.add_argument("name")
     keys_sub.add_parser("list", help="names, created and revoked times (never the keys)")
-    keys.set_defaults(func=cmd_keys)
+    keys.set_defaults(func=cmd_keys, usage=_usage(keys))
 
     warm = sub.add_parser("warm-cache", help="answer the page's example questions now so they are cached")
     warm.set_defaults(func=cmd_warm_cache)
@@ -274,7 +308,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        # argparse's own "the following arguments are required: command" tells a newcomer nothing.
+        parser.print_help(sys.stderr)
+        return 2
     try:
         result: int = args.func(args)
         return result

