@@ -22,7 +22,7 @@ from litestar.params import FromPath, JSONBody
 from litestar.static_files import create_static_files_router
 from litestar.types import ASGIApp, Message, Receive, ReceiveMessage, Scope, Send
 
-from provenance import __version__
+from provenance import __version__, http_errors
 from provenance.errors import (
     BadRequest,
     DatabaseUnavailable,
@@ -99,9 +99,16 @@ def _handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Respons
     if isinstance(exc, ValidationException) and isinstance(exc.extra, list) and exc.extra:
         first = exc.extra[0]
         if isinstance(first, dict):
-            key = first.get("key")
-            message = f"{first.get('message', message)}" + (f" (field {key!r})" if key else "")
-    if exc.status_code == 400 and "decode" in str(exc.detail).lower():
+            message = http_errors.validation_message(str(first.get("message", message)), first.get("key"))
+    elif exc.status_code == 404:
+        message = http_errors.not_found_message(request.url.path)
+    elif exc.status_code == 405:
+        allow = (exc.headers or {}).get("allow") or (exc.headers or {}).get("Allow")
+        message = http_errors.method_message(request.method, request.url.path, allow)
+    elif exc.status_code == 413:
+        limit = request.app.request_max_body_size
+        message = http_errors.too_large_message(limit if isinstance(limit, int) else None)
+    if exc.status_code == 400 and http_errors.is_not_json(str(exc.detail)):
         message = "the request body is not valid JSON"
     return _error(exc.status_code, _HTTP_CODES.get(exc.status_code, "http_error"), message, exc.headers)
 
