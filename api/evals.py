@@ -9,7 +9,8 @@ import os
 import statistics
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -354,6 +355,30 @@ def render_report(
 # --- orchestration --------------------------------------------------------------------------------
 
 
+@asynccontextmanager
+async def ingested_pipeline(
+    settings: Settings, corpus: Path, embedder: Embedder, profile: Profile
+) -> AsyncIterator[Pipeline]:
+    """A pipeline over `corpus`, ingested into a schema of its own that is dropped on exit."""
+    schema = f"evals_{uuid.uuid4().hex[:10]}"
+    eval_settings = settings.with_overrides(db_schema=schema)
+    dsn = resolve_database_url(eval_settings)
+    pool = await create_pool(dsn, eval_settings)
+    try:
+        await migrate(pool)
+        store = Store(pool)
+        await ingest(store, corpus, lambda: embedder, eval_settings.embed_model, eval_settings.chunk_max_tokens)
+        pipeline = Pipeline(eval_settings, store, embedder, profile)
+        await pipeline.refresh_corpus()
+        yield pipeline
+    finally:
+        await pool.close()
+        conn_pool = await create_pool(dsn, settings)
+        async with conn_pool.acquire() as conn:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')  # generated name, not user input
+        await conn_pool.close()
+
+
 async def run_evals(
     settings: Settings,
     corpus: Path,
@@ -368,16 +393,8 @@ async def run_evals(
 ) -> tuple[list[CaseResult], Score]:
     started = time.monotonic()
     cases = load_cases(cases_path)
-    schema = f"evals_{uuid.uuid4().hex[:10]}"
-    eval_settings = settings.with_overrides(db_schema=schema)
-    dsn = resolve_database_url(eval_settings)
-    pool = await create_pool(dsn, eval_settings)
-    try:
-        await migrate(pool)
-        store = Store(pool)
-        await ingest(store, corpus, lambda: embedder, eval_settings.embed_model, eval_settings.chunk_max_tokens)
-        pipeline = Pipeline(eval_settings, store, embedder, profile)
-        await pipeline.refresh_corpus()
+    async with ingested_pipeline(settings, corpus, embedder, profile) as pipeline:
+        eval_settings = pipeline.settings
         results = await run_cases(pipeline, cases, "evals", show_progress)
         sweep: dict[int, list[CaseResult]] = {}
         for k in k_sweep:
@@ -386,12 +403,6 @@ async def run_evals(
                 continue
             pipeline.settings = eval_settings.with_overrides(retrieval_k=k)
             sweep[k] = await run_cases(pipeline, cases, f"k={k}", show_progress)
-    finally:
-        await pool.close()
-        conn_pool = await create_pool(dsn, settings)
-        async with conn_pool.acquire() as conn:
-            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')  # generated name, not user input
-        await conn_pool.close()
 
     out.parent.mkdir(parents=True, exist_ok=True)
     plot = out.with_suffix(".svg")
