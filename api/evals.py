@@ -19,11 +19,12 @@ import msgspec
 from provenance.db import create_pool, migrate, resolve_database_url
 from provenance.embedder import Embedder
 from provenance.ingest import ingest
-from provenance.models import AskResponse
+from provenance.models import AskResponse, ClaimResult
 from provenance.pipeline import Pipeline
 from provenance.profiles.ports import Generation, Generator, Profile
 from provenance.progress import Progress
 from provenance.settings import Settings
+from provenance.stages.gate import gate
 from provenance.store import ScoredPassage, Store
 
 Expect = Literal["answer", "refuse", "block"]
@@ -186,13 +187,18 @@ def score(results: Sequence[CaseResult]) -> Score:
 
 def rescore(results: Sequence[CaseResult], threshold: float, min_claim: float) -> list[CaseResult]:
     """The gate is a pure function of the stored claim scores, so other thresholds can be re-scored
-    without re-running the pipeline. Cases that never reached the gate keep their outcome."""
+    without re-running the pipeline: by the gate itself, so the sweep and the live gate never disagree.
+    Cases that never reached the gate keep their outcome."""
     out = []
     for r in results:
         if not r.claim_scores or r.status == "blocked":
             out.append(r)
             continue
-        passed = statistics.fmean(r.claim_scores) >= threshold and min(r.claim_scores) >= min_claim
+        claims = [
+            ClaimResult(text="", score=c, supporting_passage_ids=[], lexical_overlap=0.0, local_score=c)
+            for c in r.claim_scores
+        ]
+        passed = gate(claims, threshold, min_claim).decision == "pass"
         answer = (r.answer or r.candidate_answer) if passed else None
         out.append(
             msgspec.structs.replace(
@@ -227,8 +233,9 @@ def score_table(groups: dict[str, Sequence[CaseResult]]) -> list[str]:
     return lines
 
 
-def tradeoff_svg(points: Sequence[tuple[float, float, float]], title: str) -> str:
-    """Fabrication rate (y) against false-refusal rate (x), one labelled point per threshold."""
+def tradeoff_svg(points: Sequence[tuple[float, float, float]], title: str, current: float) -> str:
+    """Fabrication rate (y) against false-refusal rate (x), one labelled point per threshold; the
+    configured threshold (`current`) in red."""
     w, h, pad = 560, 400, 60
 
     def x(v: float) -> float:
@@ -256,7 +263,7 @@ def tradeoff_svg(points: Sequence[tuple[float, float, float]], title: str) -> st
     path = " ".join(f"{'M' if i == 0 else 'L'}{x(fr):.1f},{y(fab):.1f}" for i, (_, fr, fab) in enumerate(points))
     parts.append(f'<path d="{path}" fill="none" stroke="#2563eb" stroke-width="2"/>')
     for t, fr, fab in points:
-        colour = "#dc2626" if abs(t - 0.7) < 1e-9 else "#2563eb"
+        colour = "#dc2626" if abs(t - current) < 1e-9 else "#2563eb"
         parts.append(f'<circle cx="{x(fr):.1f}" cy="{y(fab):.1f}" r="4" fill="{colour}"/>')
         parts.append(f'<text x="{x(fr) + 6:.1f}" y="{y(fab) - 6:.1f}" fill="{colour}">{t:.2f}</text>')
     parts.append("</svg>")
@@ -410,7 +417,8 @@ async def run_evals(
     for t in THRESHOLDS:
         s = score(rescore(results, t, settings.gate_min_claim))
         points.append((t, s.false_refusal_rate or 0.0, s.fabrication_rate or 0.0))
-    plot.write_text(tradeoff_svg(points, f"{title}: fabrication vs false refusal"), encoding="utf-8")
+    svg = tradeoff_svg(points, f"{title}: fabrication vs false refusal", settings.gate_threshold)
+    plot.write_text(svg, encoding="utf-8")
     out.write_text(
         render_report(
             title, results, sweep, settings, profile.name, plot.name, corpus, cases_path, time.monotonic() - started

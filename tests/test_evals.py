@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import msgspec
 import pytest
 
 from provenance.embedder import Embedder
@@ -62,7 +63,10 @@ def test_rescoring_matches_the_gate() -> None:
     passed = rescore([r], 0.6, 0.4)[0]
     assert passed.status == "answered" and passed.answer_correct is True
     assert rescore([r], 0.6, 0.65)[0].status == "refused"  # the weakest claim fails its own floor
-    svg = tradeoff_svg([(t, 0.1, 0.0) for t in THRESHOLDS], "t")
+    # The gate decides on the rounded mean: three claims of 0.7 pass at 0.7, in the sweep as in the gate.
+    three = msgspec.structs.replace(r, claim_scores=[0.7, 0.7, 0.7])
+    assert rescore([three], 0.7, 0.4)[0].status == "answered"
+    svg = tradeoff_svg([(t, 0.1, 0.0) for t in THRESHOLDS], "t", 0.7)
     assert svg.startswith("<svg") and svg.count("<circle") == len(THRESHOLDS)
 
 
