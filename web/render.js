@@ -176,10 +176,8 @@ function whyBlock(resp, retryAfter) {
   const showGate = resp.reason === 'not_grounded' || (g && g.decision === 'fail');
   return h('section', { class: 'card why', 'data-testid': 'refusal-reason', 'data-reason': resp.reason || '', 'aria-labelledby': 'why-title' },
     h('h3', { id: 'why-title', class: 'card__title', text: resp.status === 'blocked' ? 'Why it was blocked' : 'Why it was refused' }),
-    h('p', { class: 'visually-hidden', text: `${r[0]}.` }),
     r[1] ? h('p', { class: 'why__plain', text: r[1] }) : null,
-    resp.message && !sameSentence(resp.message, r[1])
-      ? h('p', { class: 'why__message' }, h('span', { class: 'why__label', text: 'Details' }), resp.message) : null,
+    detailsLine(resp.message, r, showGate),
     resp.status === 'refused' ? closestPassages(resp) : null,
     resp.reason === 'rate_limited' && isNum(wait)
       ? h('p', { class: 'retry', 'data-testid': 'retry-after', text: `Try again in ${Math.max(0, Math.ceil(wait))} s.` }) : null,
@@ -191,6 +189,25 @@ function whyBlock(resp, retryAfter) {
 function sameSentence(a, b) {
   const norm = (t) => String(t || '').toLowerCase().replace(/[^a-z0-9 ]+/g, '').slice(0, 50);
   return norm(a) === norm(b);
+}
+
+/**
+ * The server's message, less what the page already says: the verdict's headline ("The documents don't
+ * support an answer" would otherwise be read three times), the plain explanation, that the evidence is
+ * shown, and the gate's figures when the gate's gauges are drawn. Nothing left: no Details line.
+ */
+function detailsLine(message, [headline, plain], showGate) {
+  if (!message) return null;
+  const norm = (t) => String(t || '').toLowerCase().replace(/[^a-z0-9 ]+/g, '').trim();
+  let body = String(message).trim();
+  let aside = '';
+  const paren = body.match(/^(.*?)\s*\(([^()]*)\)\s*$/s);
+  if (paren) [, body, aside] = paren;
+  const kept = body.split(/(?<=[.!?])\s+/).filter((s) => s.trim()
+    && !norm(s).startsWith(norm(headline)) && !sameSentence(s, plain) && !/\bevidence\b.*\bshown\b/i.test(s));
+  if (aside && !showGate) kept.push(`${capitalise(aside)}.`);
+  if (!kept.length) return null;
+  return h('p', { class: 'why__message', 'data-testid': 'refusal-details' }, h('span', { class: 'why__label', text: 'Details' }), kept.join(' '));
 }
 
 /** For a refusal: what the search did find, in words, so the reader sees why it was not enough. */
@@ -245,7 +262,10 @@ function evidenceBlock(resp, ctx) {
         ` The line marks the per-claim floor (${fmtScore(g.minClaimThreshold)}). `,
         h('span', { class: 'swatch swatch--good', 'aria-hidden': 'true' }), ` at or above the ${fmtScore(g.threshold)} target, `,
         h('span', { class: 'swatch swatch--warn', 'aria-hidden': 'true' }), ' between, ',
-        h('span', { class: 'swatch swatch--bad', 'aria-hidden': 'true' }), ' below the floor. Hover or focus a claim to see its passages.'),
+        h('span', { class: 'swatch swatch--bad', 'aria-hidden': 'true' }), ' below the floor. ',
+        // Which sentence shows is CSS's (hover: none) query: a phone has no hover, only taps.
+        h('span', { class: 'only-hover', 'data-testid': 'legend-hover', text: 'Hover over or focus a claim to see its passages.' }),
+        h('span', { class: 'only-touch', 'data-testid': 'legend-touch', text: 'Tap a claim to see its passages.' })),
       claimList,
     ] : (gen.status === 'ok' || gen.status === 'hit')
       ? h('p', { class: 'muted', text: gen.empty ? 'No answer was written, so there were no claims to check.' : 'No claims were checked.' }) : null,
@@ -290,8 +310,6 @@ function claimRow(c, i, g, ctx, passageList) {
   const tone = c.score >= g.threshold ? 'good' : c.score >= floor ? 'warn' : 'bad';
   const verdict = tone === 'good' ? 'supported' : tone === 'warn' ? 'weak' : 'below the floor';
   const ids = c.supportingPassageIds || [];
-  const figures = [`lexical overlap ${fmtScore(c.lexicalOverlap)}`, `local ${fmtScore(c.localScore)}`];
-  if (isNum(c.modelScore)) figures.push(`model ${fmtScore(c.modelScore)}`);
   const row = h('li', {
     class: `claim claim--${tone}`, 'data-testid': 'claim', tabindex: '0', 'data-supporting': ids.join(' '),
   },
@@ -301,8 +319,8 @@ function claimRow(c, i, g, ctx, passageList) {
     h('div', { class: 'claim__score' },
       scoreBar(c.score, { mark: floor, tone, label: `Claim ${i + 1} support` }),
       h('span', { class: 'num' }, h('strong', { text: fmtScore(c.score) }), ` ${verdict}`)),
-    h('p', { class: 'claim__figures' }, figures.join(' · '),
-      c.cappedBy ? h('span', { class: 'capped', text: ` · capped by ${c.cappedBy}` }) : null),
+    h('p', { class: 'claim__figures', 'data-testid': 'claim-figures' }, claimFigures(c).join(' · '),
+      c.cappedBy ? h('span', { class: 'capped', text: ` · ${cappedWords(c.cappedBy)}` }) : null),
     h('p', { class: 'claim__support' }, ids.length
       ? [tone === 'bad' ? 'Compared with ' : 'Supported by ', ids.map((id, k) => [k ? ', ' : '', h('span', { class: 'ptag ptag--inline', title: id, text: ctx.labels.get(id) || id })])]
       : h('span', { class: 'muted', text: 'No supporting passage found' }))));
@@ -320,34 +338,90 @@ function claimRow(c, i, g, ctx, passageList) {
   return row;
 }
 
+/** What went into a claim's score, in words rather than "lexical overlap 1.00 · local 0.97". */
+function claimFigures(c) {
+  const out = [];
+  if (isNum(c.lexicalOverlap)) {
+    const share = clamp01(c.lexicalOverlap);
+    out.push(share >= 0.995 ? 'all its key words are in the passages'
+      : share < 0.005 ? 'none of its key words are in the passages'
+        : `${Math.round(share * 100)}% of its key words are in the passages`);
+  }
+  if (isNum(c.localScore)) out.push(`support found by the checker on this server: ${fmtScore(c.localScore)}`);
+  if (isNum(c.modelScore)) out.push(`support found by the language model: ${fmtScore(c.modelScore)}`);
+  return out;
+}
+
+const CAPPED = {
+  low_lexical_overlap: 'score held down: few of its words are in any passage',
+  number_or_date_not_in_support: 'score held down: it states a number or date its passage does not',
+};
+
+function cappedWords(why) {
+  return CAPPED[why] || `score held down (${String(why).replace(/_/g, ' ')})`;
+}
+
 /* ---------- pipeline panel ---------- */
+
+// On a cached answer these ran now; every later stage is the stored record of the original run.
+const LIVE_ON_CACHE_HIT = new Set(['botCheck', 'rateLimit', 'cache']);
 
 function pipelinePanel(resp) {
   const stages = resp.stages || {};
   const ran = STAGES.filter(([key]) => stages[key] && stages[key].status !== 'skipped').length;
+  const cached = Boolean(resp.cached);
   return h('section', { class: 'card pipeline', 'data-testid': 'pipeline-panel', 'aria-labelledby': 'pipeline-title' },
     h('h3', { id: 'pipeline-title', class: 'card__title', text: 'How it was decided' }),
     h('p', { class: 'muted pipeline__sum' },
-      `${ran} of ${STAGES.length} stages ran · total ${fmtMs(resp.totalMs)}`,
+      cached ? `Answered from the cache in ${fmtMs(resp.totalMs)}` : `${ran} of ${STAGES.length} stages ran · total ${fmtMs(resp.totalMs)}`,
       resp.corpusVersion ? ` · corpus ${resp.corpusVersion}` : '',
       resp.requestId ? [' · request ', h('code', { text: resp.requestId })] : ''),
-    h('ol', { class: 'stages' }, STAGES.map(([key, id, label], i) => stageRow(key, id, label, i, stages[key] || { status: 'skipped' }))));
+    cached ? cachedNote(stages.cache) : null,
+    h('ol', { class: 'stages' }, STAGES.map(([key, id, label], i) => stageRow(key, id, label, i, stages[key] || { status: 'skipped' },
+      cached && !LIVE_ON_CACHE_HIT.has(key)))));
 }
 
-function stageRow(key, id, label, i, s) {
+function cachedNote(cache) {
+  const when = cache?.cachedAt ? new Date(cache.cachedAt) : null;
+  const at = when && !Number.isNaN(when.getTime()) ? ` of ${when.toLocaleString()}` : '';
+  return h('p', { class: 'pipeline__cached', 'data-testid': 'cached-note' },
+    `This answer was stored. The bot check, rate limit and cache ran for this request; the stages from Spend cap on, and their timings (in italics), are from the original run${at}. No model was called now.`);
+}
+
+function stageRow(key, id, label, i, s, original = false) {
   const status = STATUS_WORDS[s.status] ? s.status : 'ok';
   const figs = status === 'skipped' ? [] : stageFigures(key, s);
   const extra = key === 'groundedness' && status !== 'skipped' ? gateGauge(s) : null;
-  return h('li', { class: `stage stage--${status}`, 'data-testid': `stage-${id}`, 'data-stage-status': status },
+  const badge = stageBadge(key, status, s);
+  const ms = status === 'skipped' && !s.ms ? '—' : fmtMs(s.ms);
+  // The free profile's detail ("makes no paid calls") would repeat its one figure.
+  const detail = key === 'spend' && isFree(s) ? null : s.detail;
+  return h('li', {
+    class: `stage stage--${status}${original ? ' stage--original' : ''}`, 'data-testid': `stage-${id}`, 'data-stage-status': status,
+    'data-decision': badge.decision, 'data-original-run': original ? 'true' : null,
+  },
     h('span', { class: 'stage__step', 'aria-hidden': 'true', text: i + 1 }),
     h('span', { class: 'stage__name', text: label }),
-    h('span', { class: `badge badge--${status}`, text: STATUS_WORDS[status] }),
-    h('span', { class: 'stage__ms', text: status === 'skipped' && !s.ms ? '—' : fmtMs(s.ms) }),
+    h('span', { class: `badge badge--${badge.tone}`, 'data-testid': 'stage-badge', text: badge.text }),
+    h('span', { class: 'stage__ms' }, ms, original && ms !== '—' ? h('span', { class: 'visually-hidden', text: ' in the original run' }) : null),
     h('div', { class: 'stage__info' },
       figs.length ? h('ul', { class: 'figs' }, figs.map(([k, v]) => h('li', {}, h('span', { class: 'figs__k', text: k }), ' ', h('span', { class: 'figs__v', text: v })))) : null,
-      s.detail ? h('p', { class: 'stage__detail', text: status === 'skipped' && !/^skipped\b/i.test(s.detail) ? `Skipped: ${s.detail}` : capitalise(s.detail) }) : null,
-      status === 'skipped' && !s.detail ? h('p', { class: 'stage__detail', text: 'Skipped' }) : null,
+      detail ? h('p', { class: 'stage__detail', text: status === 'skipped' && !/^skipped\b/i.test(detail) ? `Skipped: ${detail}` : capitalise(detail) }) : null,
+      status === 'skipped' && !detail ? h('p', { class: 'stage__detail', text: 'Skipped' }) : null,
       extra));
+}
+
+/** The gate ran ("ok") whether it passed or failed; its badge shows the decision, so OK never sits beside a fail. */
+function stageBadge(key, status, s) {
+  if (key === 'groundedness' && status === 'ok' && (s.decision === 'pass' || s.decision === 'fail')) {
+    return { tone: s.decision, text: s.decision, decision: s.decision };
+  }
+  return { tone: status, text: STATUS_WORDS[status], decision: null };
+}
+
+/** The free profile books $0 against the budget; "$0.00 of $5.00" reads as if money could have been spent. */
+function isFree(s) {
+  return isNum(s.estimateUsd) && s.estimateUsd === 0 && !(s.chargedUsd > 0);
 }
 
 /** The key figures for each stage, as [label, value] pairs; missing values are left out. */
@@ -362,6 +436,10 @@ function stageFigures(key, s) {
       break;
     case 'cache': if (s.cachedAt) add('cached at', new Date(s.cachedAt).toLocaleString()); break;
     case 'spend':
+      if (isFree(s)) {
+        add('paid calls', 'none were made (this profile runs on this server)');
+        break;
+      }
       if (isNum(s.spentUsd) || isNum(s.budgetUsd)) add('spent', `${fmtUsd(s.spentUsd)} of ${fmtUsd(s.budgetUsd)}`);
       if (isNum(s.estimateUsd)) add('estimate', fmtUsd(s.estimateUsd));
       if (isNum(s.chargedUsd)) add('charged', fmtUsd(s.chargedUsd));
@@ -393,9 +471,7 @@ function stageFigures(key, s) {
       break;
     case 'entailment': if ((s.verifiers || []).length) add('verifiers', s.verifiers.join(', ')); break;
     case 'lexicalCheck': add('claims capped', s.capped); break;
-    case 'groundedness':
-      add('decision', s.decision);
-      break;
+    case 'groundedness': break; // its badge is the decision; the gauges below show why
     default: break;
   }
   return f;

@@ -291,3 +291,126 @@ async def test_citations_with_slashes_and_hashes_in_their_ids_open(page: Page, n
     await ask(page, ANSWERABLE)
     await expect(page.get_by_test_id("verdict")).to_have_attribute("data-status", "answered")
     await open_citation_and_check_it_was_fetched(page, f"{NESTED}#lockers")
+
+
+# ---------- the panel, for people ----------
+
+
+async def test_a_refusal_says_its_reason_once_and_the_gate_badge_shows_the_decision(
+    page: Page, live_server: LiveServer
+) -> None:
+    await page.goto(live_server.url)
+    await page.get_by_test_id("example-2").click()
+    await expect(page.get_by_test_id("verdict")).to_have_attribute("data-status", "refused")
+    headline = (await page.locator(".verdict__sub").text_content() or "").rstrip(".")
+    assert headline
+    # Screen-reader-only text counts too: the whole result, not what happens to be visible.
+    result = await page.locator("#result").text_content() or ""
+    assert result.count(headline) == 1, result
+
+    gate = page.get_by_test_id("stage-groundedness")
+    if await gate.get_attribute("data-stage-status") == "ok":
+        decision = await gate.get_attribute("data-decision")
+        assert decision in ("pass", "fail")
+        await expect(gate.get_by_test_id("stage-badge")).to_have_text(decision)
+        if await page.get_by_test_id("refusal-reason").get_attribute("data-reason") == "not_grounded":
+            await expect(gate.get_by_test_id("stage-badge")).to_have_text("fail")
+
+
+async def test_the_panel_speaks_in_words(page: Page, live_server: LiveServer) -> None:
+    await page.goto(live_server.url)
+    await ask(page, ANSWERABLE)
+    await expect(page.get_by_test_id("verdict")).to_have_attribute("data-status", "answered")
+    await expect(page.get_by_test_id("stage-groundedness").get_by_test_id("stage-badge")).to_have_text("pass")
+
+    # The free profile's spend cap: no paid calls, not "$0.00 of $5.00".
+    spend = page.get_by_test_id("stage-spend")
+    await expect(spend).to_contain_text("paid calls")
+    await expect(spend).to_contain_text("none were made")
+    await expect(spend).not_to_contain_text("$")
+
+    # A claim's figures as words, not "lexical overlap 1.00 · local 0.97".
+    figures = page.get_by_test_id("claim-figures").first
+    await expect(figures).to_contain_text("key words are in the passages")
+    await expect(figures).to_contain_text(re.compile(r"support found by the checker on this server: \d\.\d\d"))
+    await expect(page.get_by_test_id("claim").first).not_to_contain_text("lexical overlap")
+
+    # A mouse can hover: the legend says so, and not "tap".
+    await expect(page.get_by_test_id("legend-hover")).to_be_visible()
+    await expect(page.get_by_test_id("legend-touch")).to_be_hidden()
+    await expect(page.get_by_test_id("cached-note")).to_have_count(0)
+
+
+async def test_on_a_touch_screen_the_legend_says_tap(browser: Browser, live_server: LiveServer) -> None:
+    context = await browser.new_context(viewport={"width": 375, "height": 800}, is_mobile=True, has_touch=True)
+    context.set_default_timeout(15_000)
+    page = await context.new_page()
+    try:
+        assert await page.evaluate("matchMedia('(hover: none)').matches")
+        await page.goto(live_server.url)
+        await page.get_by_test_id("example-0").tap()
+        await expect(page.get_by_test_id("verdict")).to_have_attribute("data-status", "answered")
+        await expect(page.get_by_test_id("legend-touch")).to_be_visible()
+        await expect(page.get_by_test_id("legend-hover")).to_be_hidden()
+        assert "hover" not in (await page.locator(".legend").inner_text()).lower()
+        # Tapping a claim does what the legend says: its passage is marked.
+        claim = page.get_by_test_id("claim").first
+        await claim.tap()
+        supporting = (await claim.get_attribute("data-supporting") or "").split()
+        assert supporting
+        linked = page.locator(f'[data-testid="passage"][data-passage-id="{supporting[0]}"]')
+        await expect(linked).to_have_class(re.compile(r"\bis-linked\b"))
+    finally:
+        await context.close()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def cached_corpus_settings(pg_dsn: str, data_dir: Path, embedder: Embedder) -> AsyncIterator[Settings]:
+    """The lockers chapter in a schema of its own, with the answer cache on (the shared live server has it off)."""
+    root = Path(tempfile.mkdtemp(prefix="provenance-cached-corpus-"))
+    shutil.copy(CORPUS / "05-storage-and-lockers.md", root / "05-storage-and-lockers.md")
+    settings = make_settings(pg_dsn, data_dir, rate_limit_per_hour=0, cache_ttl_s=3600)
+    pool = await create_pool(pg_dsn, settings)
+    try:
+        await migrate(pool)
+        await ingest(Store(pool), root, lambda: embedder, settings.embed_model)
+    finally:
+        await pool.close()
+    yield settings
+    shutil.rmtree(root, ignore_errors=True)
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{settings.db_schema}" CASCADE')
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="module")
+def cached_server(cached_corpus_settings: Settings) -> Iterator[LiveServer]:
+    with LiveServer(cached_corpus_settings) as server:
+        yield server
+
+
+async def test_a_cached_answer_says_its_timings_are_from_the_original_run(
+    page: Page, cached_server: LiveServer
+) -> None:
+    await page.goto(cached_server.url)
+    await ask(page, ANSWERABLE)
+    await expect(page.get_by_test_id("verdict")).to_have_attribute("data-status", "answered")
+    await expect(page.get_by_test_id("cached")).to_have_text("Fresh result")
+    await expect(page.get_by_test_id("cached-note")).to_have_count(0)
+    await expect(page.locator("[data-original-run]")).to_have_count(0)
+
+    await page.reload()
+    await ask(page, ANSWERABLE)
+    await expect(page.get_by_test_id("cached")).to_have_text("Cached result")
+    note = page.get_by_test_id("cached-note")
+    await expect(note).to_contain_text("from the original run")
+    await expect(note).to_contain_text("No model was called now")
+    await expect(page.get_by_test_id("stage-cache")).to_have_attribute("data-stage-status", "hit")
+    # This request's own stages are not marked; every stage from the spend cap on is the stored run's.
+    for stage in ("bot-check", "rate-limit", "cache"):
+        await expect(page.get_by_test_id(f"stage-{stage}")).not_to_have_attribute("data-original-run", "true")
+    for stage in STAGES[3:]:
+        await expect(page.get_by_test_id(f"stage-{stage}")).to_have_attribute("data-original-run", "true")
+    await expect(page.get_by_test_id("stage-generation").locator(".stage__ms")).to_contain_text("in the original run")
