@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -18,6 +19,7 @@ from litestar.datastructures import State
 from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.openapi import OpenAPIConfig, ResponseSpec
+from litestar.openapi.spec import OpenAPI, Schema
 from litestar.params import FromPath, JSONBody
 from litestar.static_files import create_static_files_router
 from litestar.types import ASGIApp, Message, Receive, ReceiveMessage, Scope, Send
@@ -33,6 +35,7 @@ from provenance.errors import (
 )
 from provenance.logs import configure_logging, get_logger
 from provenance.models import (
+    QUESTION_PATTERN,
     AskRequest,
     AskResponse,
     CorpusFile,
@@ -225,6 +228,13 @@ def read_timeout_middleware(timeout_s: float) -> Any:
 
 _ERROR = "an error, as {error: {code, message}}"
 _DB_DOWN = ResponseSpec(ErrorEnvelope, description="the database is unavailable", generate_examples=False)
+_UNAVAILABLE = ResponseSpec(
+    ErrorEnvelope,
+    description="`overloaded` (more questions than can start within ASK_QUEUE_TIMEOUT_S) or"
+    " `database_unavailable`; see Retry-After",
+    generate_examples=False,
+)
+_QUESTION = re.compile(QUESTION_PATTERN)
 
 
 def _errors(*statuses: int) -> dict[int, ResponseSpec]:
@@ -325,23 +335,26 @@ async def _require_json(request: Request[Any, Any, Any]) -> None:
     status_code=200,
     responses={
         **_errors(400, 408, 409, 413, 415),
-        401: ResponseSpec(AskResponse, description="blocked: unknown or revoked API key", generate_examples=False),
+        401: ResponseSpec(
+            AskResponse, description="blocked (invalid_api_key): unknown or revoked API key", generate_examples=False
+        ),
         429: ResponseSpec(AskResponse, description="rate limited; see Retry-After", generate_examples=False),
-        503: _DB_DOWN,
+        503: _UNAVAILABLE,
     },
 )
 async def ask(request: Request[Any, Any, State], data: JSONBody[AskRequest], state: State) -> Response[AskResponse]:
     s = _services(state)
-    question = data.question.strip()
-    if not question:
-        raise BadRequest("question must not be empty", code="invalid_question")
-    if "\x00" in question:
-        raise BadRequest("question must not contain NUL characters", code="invalid_question")
-    if len(question) > s.settings.max_question_chars:
+    # Exactly the constraints the OpenAPI document declares (see declare_request_constraints).
+    if len(data.question) > s.settings.max_question_chars:
         raise BadRequest(
-            f"question is {len(question)} characters; the limit is {s.settings.max_question_chars}",
+            f"question is {len(data.question)} characters; the limit is {s.settings.max_question_chars}",
             code="invalid_question",
         )
+    if _QUESTION.search(data.question) is None:
+        if "\x00" in data.question:
+            raise BadRequest("question must not contain NUL characters", code="invalid_question")
+        raise BadRequest("question must not be empty", code="invalid_question")
+    question = data.question.strip()
     request_id: str = request.scope.get("state", {}).get("request_id") or uuid.uuid4().hex
     outcome = await s.pipeline.ask(
         question,
@@ -351,6 +364,23 @@ async def ask(request: Request[Any, Any, State], data: JSONBody[AskRequest], sta
         headers={k.lower(): v for k, v in request.headers.items()},
     )
     return Response(outcome.response, status_code=outcome.http_status, headers=outcome.headers)
+
+
+def declare_request_constraints(openapi: OpenAPI, settings: Settings) -> None:
+    """Write into the OpenAPI document what /ask enforces beyond the types: the question's length (a
+    setting, so it can't be a static annotation), its pattern, and no fields but the declared ones.
+    Fuzzers and client generators then produce only requests the server accepts."""
+    schemas = openapi.components.schemas or {}
+    ask = schemas["AskRequest"]
+    ask.additional_properties = False
+    question = (ask.properties or {})["question"]
+    assert isinstance(question, Schema)
+    question.min_length = 1
+    question.max_length = settings.max_question_chars
+    question.pattern = QUESTION_PATTERN
+    question.description = (
+        f"at most {settings.max_question_chars} characters (MAX_QUESTION_CHARS), not only whitespace, no NUL"
+    )
 
 
 def create_app(settings: Settings | None = None, services: Services | None = None) -> Litestar:
@@ -379,7 +409,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         if settings.cors_origins
         else None
     )
-    return Litestar(
+    app = Litestar(
         route_handlers=route_handlers,
         lifespan=[lifespan],
         middleware=[request_id_middleware, read_timeout_middleware(settings.request_read_timeout_s)],
@@ -395,3 +425,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         cors_config=cors,
         debug=False,
     )
+    declare_request_constraints(app.openapi_schema, settings)
+    return app

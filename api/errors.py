@@ -40,5 +40,13 @@ class DatabaseUnavailable(ServiceError):
         super().__init__(503, "database_unavailable", message, {"Retry-After": "5"})
 
 
+class Overloaded(ServiceError):
+    """More questions are waiting than the service can answer in time: the client should come back, the
+    database is fine."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(503, "overloaded", message, {"Retry-After": str(retry_after_s)})
+
+
 class ConfigurationError(Exception):
     """Raised for a state of the deployment an operator must fix (wrong embedding model, say)."""

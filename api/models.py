@@ -15,6 +15,7 @@ Reason = Literal[
     "rate_limited",
     "budget_exhausted",
     "bot_check_failed",
+    "invalid_api_key",
     "model_error",
 ]
 StageStatus = Literal["ok", "skipped", "blocked", "failed", "hit", "miss"]
@@ -22,6 +23,11 @@ StageStatus = Literal["ok", "skipped", "blocked", "failed", "hit", "miss"]
 
 class Wire(msgspec.Struct, rename="camel", kw_only=True):
     pass
+
+
+# A question needs a character that is not whitespace, and may not hold NUL (Postgres text can't store it).
+# The OpenAPI document declares this very expression, and the /ask handler checks it, so the two agree.
+QUESTION_PATTERN = r"^[^\x00]*[^\x00\s][^\x00]*$"
 
 
 class AskRequest(Wire, forbid_unknown_fields=True):
@@ -47,6 +53,16 @@ class RateLimitStage(Wire):
     limit: int | None = None
     remaining: int | None = None
     retry_after_s: int | None = None
+
+
+class AdmissionStage(Wire):
+    """The wait for one of the ASK_CONCURRENCY pipeline slots; `ms` is the time spent waiting."""
+
+    status: StageStatus = "skipped"
+    ms: float = 0.0
+    detail: str | None = None
+    running: int | None = None
+    waiting: int | None = None
 
 
 class CacheStage(Wire):
@@ -157,6 +173,7 @@ class Stages(Wire):
     bot_check: BotCheckStage = msgspec.field(default_factory=BotCheckStage)
     rate_limit: RateLimitStage = msgspec.field(default_factory=RateLimitStage)
     cache: CacheStage = msgspec.field(default_factory=CacheStage)
+    admission: AdmissionStage = msgspec.field(default_factory=AdmissionStage)
     spend: SpendStage = msgspec.field(default_factory=SpendStage)
     screening: ScreeningStage = msgspec.field(default_factory=ScreeningStage)
     retrieval: RetrievalStage = msgspec.field(default_factory=RetrievalStage)

@@ -1,8 +1,9 @@
 """The one place that orders the stages of /ask.
 
-bot check -> rate limit -> cache -> spend cap -> screening -> retrieval -> generation -> decomposition
--> entailment -> lexical check -> gate -> citations. Every stage leaves its record in `Stages`; a stage
-that did not run says so and why. A refused answer's text never leaves this module (debug log only).
+bot check -> cache -> rate limit -> deny-list -> admission -> spend cap -> screening -> retrieval ->
+generation -> decomposition -> entailment -> lexical check -> gate -> citations. Every stage leaves its
+record in `Stages`; a stage that did not run says so and why. A refused answer's text never leaves this
+module (debug log only).
 """
 
 from __future__ import annotations
@@ -14,10 +15,20 @@ from collections.abc import Mapping, Sequence
 import msgspec
 
 from provenance import text as T
+from provenance.admission import Admission
 from provenance.embedder import Embedder
 from provenance.guards.base import Guards, NoGuards
 from provenance.logs import get_logger
-from provenance.models import AskResponse, Citation, ClaimResult, Reason, Stages, Status
+from provenance.models import (
+    AdmissionStage,
+    AskResponse,
+    Citation,
+    ClaimResult,
+    RateLimitStage,
+    Reason,
+    Stages,
+    Status,
+)
 from provenance.profiles.ports import ModelError, Profile, Usage
 from provenance.settings import Settings
 from provenance.stages.citations import citations_from_support
@@ -38,9 +49,10 @@ MESSAGES: dict[str, str] = {
     "no_answer": "Nothing in the retrieved passages answers this question, so no answer is given.",
     "injection": "The question tries to change how the service behaves, so it was not sent to the model.",
     "off_topic": "The question is not about the documents this service answers from.",
-    "rate_limited": "Too many questions from this client; try again later.",
+    "rate_limited": "Too many questions from this client this hour.",
     "budget_exhausted": "Today's model budget is spent; cached answers are still served.",
     "bot_check_failed": "The bot check failed; reload the page and try again.",
+    "invalid_api_key": "The API key is unknown or has been revoked; ask the service's operator for a valid one.",
     "model_error": "The language model could not be reached; nothing was answered.",
 }
 
@@ -70,6 +82,7 @@ class Pipeline:
         self.embedder = embedder
         self.profile = profile
         self.guards: Guards = guards or NoGuards()
+        self.admission = Admission(settings.ask_concurrency, settings.ask_queue_max, settings.ask_queue_timeout_s)
         self.corpus_model: str | None = None
         self.corpus_version: str | None = None
         self.corpus_check_every_s = CORPUS_CHECK_EVERY_S
@@ -126,17 +139,11 @@ class Pipeline:
             if bot.unauthorized:
                 # A bad bearer key is a failed authentication, not a forbidden request (RFC 6750 §3).
                 challenge = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
-                return run.finish("blocked", "bot_check_failed", http_status=401, headers=challenge)
+                return run.finish("blocked", "invalid_api_key", http_status=401, headers=challenge)
             return run.finish("blocked", "bot_check_failed")
 
-        # 2. Rate limit, per API key when one was presented, else per client IP.
-        limit = await self.guards.rate_limit(bot.client_key or client_ip)
-        stages.rate_limit = limit.stage
-        if limit.stage.status == "blocked":
-            retry = str(limit.stage.retry_after_s or 60)
-            return run.finish("blocked", "rate_limited", http_status=429, headers={"Retry-After": retry})
-
-        # 3. Cache: the whole earlier response, with its original stage figures.
+        # 2. Cache, before the rate limit: a cached answer is one indexed read and no model call, so it is
+        # not counted against the hourly limit, and a client that has used its quota up still gets it.
         await self.notice_new_corpus()
         cache_key = self.guards.cache_key(question, self.corpus_version, self.settings_fingerprint())
         if use_cache:
@@ -151,42 +158,71 @@ class Pipeline:
                 )
                 cached.stages.cache = hit.stage
                 cached.stages.bot_check = stages.bot_check
-                cached.stages.rate_limit = stages.rate_limit
+                cached.stages.rate_limit = RateLimitStage(detail=NOT_COUNTED)
+                cached.stages.admission = AdmissionStage(detail="not needed: served from the cache")
                 return Outcome(cached)
         else:
             stages.cache.detail = "cache bypassed for this run"
 
-        # 4. Spend cap: reserve the worst-case cost before any paid call.
-        reservation = await self.guards.spend_reserve(self.profile)
-        stages.spend = reservation.stage
-        if reservation.stage.status == "blocked":
-            return run.finish("blocked", "budget_exhausted")
+        # 3. Rate limit, per API key when one was presented, else per client IP.
+        limit = await self.guards.rate_limit(bot.client_key or client_ip)
+        stages.rate_limit = limit.stage
+        if limit.stage.status == "blocked":
+            retry = str(limit.stage.retry_after_s or 60)
+            return run.finish("blocked", "rate_limited", http_status=429, headers={"Retry-After": retry})
 
-        usages: list[Usage] = []
+        # The quota pays for work done: when the answer fails on our side (overloaded, database, model,
+        # budget), the request is given back.
         try:
-            outcome = await self._answer(run, usages)
-        except ModelError as exc:
-            log.warning("model error", error=str(exc))
-            # A call that was billed but gave unusable output (ModelOutputError) still costs its usage.
-            billed: Usage | None = getattr(exc, "usage", None)
-            if billed is not None:
-                usages.append(billed)
-            outcome = run.finish("blocked", "model_error", detail=str(exc))
-        finally:
-            stages.spend = await self.guards.spend_settle(reservation, usages, self.profile)
+            outcome = await self._admitted(run, cache_key, use_cache)
+        except Exception:
+            await self.guards.rate_limit_refund(limit)
+            raise
+        if outcome.response.reason in REFUNDED:
+            await self.guards.rate_limit_refund(limit)
+        return outcome
+
+    async def _admitted(self, run: _Run, cache_key: str, use_cache: bool) -> Outcome:
+        stages = run.stages
+        # 4. The deny-list: free, so it never waits for a pipeline slot.
+        denied = screen_deny_list(run.question)
+        if denied is not None:
+            stages.screening = denied.stage
+            return run.finish("blocked", "injection")
+
+        # 5. A pipeline slot (api/admission.py): past the queue's bound or deadline this raises Overloaded.
+        waiting = self.admission.waiting
+        async with self.admission.slot() as waited_s:
+            stages.admission = AdmissionStage(
+                status="ok", ms=round(waited_s * 1000, 2), running=self.admission.running, waiting=waiting
+            )
+            # 6. Spend cap: reserve the worst-case cost before any paid call.
+            reservation = await self.guards.spend_reserve(self.profile)
+            stages.spend = reservation.stage
+            if reservation.stage.status == "blocked":
+                return run.finish("blocked", "budget_exhausted")
+
+            usages: list[Usage] = []
+            try:
+                outcome = await self._answer(run, usages)
+            except ModelError as exc:
+                log.warning("model error", error=str(exc))
+                # A call that was billed but gave unusable output (ModelOutputError) still costs its usage.
+                billed: Usage | None = getattr(exc, "usage", None)
+                if billed is not None:
+                    usages.append(billed)
+                outcome = run.finish("blocked", "model_error", detail=str(exc))
+            finally:
+                stages.spend = await self.guards.spend_settle(reservation, usages, self.profile)
         if outcome.response.status != "blocked" and use_cache:
-            await self.guards.cache_put(cache_key, question, outcome.response)
+            await self.guards.cache_put(cache_key, run.question, outcome.response)
         return outcome
 
     async def _answer(self, run: _Run, usages: list[Usage]) -> Outcome:
         s, stages, question = self.settings, run.stages, run.question
 
-        # 5. Screening: the deny-list first (free); then the classifier. Free local work (embedding and
-        # retrieval) runs alongside a paid classifier call; the local classifier needs retrieval's scores.
-        denied = screen_deny_list(question)
-        if denied is not None:
-            stages.screening = denied.stage
-            return run.finish("blocked", "injection")
+        # 7. Screening by the classifier (the deny-list ran before admission). Free local work (embedding
+        # and retrieval) runs alongside a paid classifier call; the local classifier needs retrieval's scores.
         retrieval_task = asyncio.create_task(
             retrieve(question, self.embedder, self.store, s.retrieval_k, s.retrieval_mode, self.corpus_model)
         )
@@ -209,7 +245,7 @@ class Pipeline:
         if screened.blocked:
             return run.finish("blocked", screened.stage.reason or "injection")
 
-        # 6. Generation from the retrieved passages only.
+        # 8. Generation from the retrieved passages only.
         passages = retrieval.passages
         generated = await generate(question, self.profile.generator, passages)
         usages.append(generated.generation.usage)
@@ -220,7 +256,7 @@ class Pipeline:
                 getattr(stages, name).detail = "skipped: the generator gave no answer"
             return run.finish("refused", "no_answer")
 
-        # 7-10. Claims, entailment by every verifier, the lexical sanity check, the gate.
+        # 9-12. Claims, entailment by every verifier, the lexical sanity check, the gate.
         combined = self.profile.decompose_and_verify
         if combined is not None:
             # One model call gives the claims and the model's verdicts; the local verifier still scores
@@ -256,6 +292,10 @@ class Pipeline:
         citations = citations_from_support(checked.claims, passages, s.gate_min_claim)
         return run.finish("answered", None, answer=answer, citations=citations)
 
+
+NOT_COUNTED = "not counted: a cached answer costs no model call"
+# Outcomes that did no work the client should pay for: their request is given back to the hourly limit.
+REFUNDED = frozenset({"model_error", "budget_exhausted"})
 
 WITHHELD = "(withheld: a claim of the refused answer that the documents do not contain word for word)"
 
@@ -301,6 +341,10 @@ class _Run:
             message = f"{message} ({stages.groundedness.detail})"
         if detail and reason == "model_error":
             message = f"{message} ({detail})"
+        if reason == "rate_limited" and stages.rate_limit.detail:
+            # The stage says the real window and when to come back, in words ("try again in 36 minutes").
+            detail_text = stages.rate_limit.detail
+            message = f"{detail_text[0].upper()}{detail_text[1:]}. Questions already answered are still served."
         response = AskResponse(
             request_id=self.request_id,
             question=self.question,

@@ -56,6 +56,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     cors_origins: tuple[str, ...] = ()
     request_max_body_bytes: int = 65_536
     request_read_timeout_s: float = 10.0
+    # Admission control for uncached /ask: pipelines run at once, questions allowed to wait, and how long.
+    ask_concurrency: int = 4
+    ask_queue_max: int = 32
+    ask_queue_timeout_s: float = 5.0
     db_pool_min: int = 1
     db_pool_max: int = 10
     db_timeout_s: float = 2.0
@@ -142,6 +146,9 @@ def _validate(s: Settings) -> None:
         (s.anthropic_timeout_s > 0, "ANTHROPIC_TIMEOUT_S must be positive"),
         (0 <= s.anthropic_max_retries <= 5, "ANTHROPIC_MAX_RETRIES must be between 0 and 5"),
         (s.db_pool_min >= 1 and s.db_pool_max >= s.db_pool_min, "DB_POOL_MIN/DB_POOL_MAX are inconsistent"),
+        (s.ask_concurrency >= 1, "ASK_CONCURRENCY must be at least 1"),
+        (s.ask_queue_max >= 0, "ASK_QUEUE_MAX must not be negative"),
+        (s.ask_queue_timeout_s > 0, "ASK_QUEUE_TIMEOUT_S must be positive"),
         (
             s.db_schema.replace("_", "").isalnum(),
             f"DB_SCHEMA must be a plain identifier, got {s.db_schema!r}",

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
 import msgspec
 import numpy as np
+
+from provenance.errors import Overloaded
 
 
 class PassageRow(msgspec.Struct, frozen=True):
@@ -54,8 +57,10 @@ class ApiKeyRow(msgspec.Struct, frozen=True):
 
 
 class RateWindow(msgspec.Struct, frozen=True):
+    admitted: bool
     count: int
     seconds_left: float
+    window_start: dt.datetime
 
 
 class CachedAnswer(msgspec.Struct, frozen=True):
@@ -76,9 +81,22 @@ class Store:
         # fails within this time (and the app answers 503) instead of queueing behind a dead pool.
         self.acquire_timeout_s = acquire_timeout_s
 
-    def _conn(self) -> Any:
+    @asynccontextmanager
+    async def _conn(self) -> AsyncIterator[Any]:
         """`async with self._conn() as conn`: a pooled connection, acquired within the timeout."""
-        return self.pool.acquire(timeout=self.acquire_timeout_s)
+        try:
+            conn = await self.pool.acquire(timeout=self.acquire_timeout_s)
+        except TimeoutError:
+            # Every connection open and lent out means Postgres is answering and we are asking too much
+            # at once: an overload, not an outage. (A database that stops answering queries shows up here
+            # too until the pool's command timeout fails those queries; then it is an outage.)
+            if self.pool.get_idle_size() == 0 and self.pool.get_size() >= self.pool.get_max_size():
+                raise Overloaded("every database connection is busy; try again shortly", retry_after_s=2) from None
+            raise
+        try:
+            yield conn
+        finally:
+            await self.pool.release(conn)
 
     # --- health & corpus ---------------------------------------------------------------------
 
@@ -295,21 +313,57 @@ class Store:
             rows = await conn.fetch("SELECT name, created_at, revoked_at FROM api_keys ORDER BY name")
         return [ApiKeyRow(**dict(r)) for r in rows]
 
-    async def rate_limit_hit(self, client_key: str) -> RateWindow:
-        """Count one request in the client's current UTC hour; returns the count including this one."""
+    async def rate_limit_hit(self, client_key: str, limit: int) -> RateWindow:
+        """Count one request in the client's current UTC hour unless it already holds `limit`.
+
+        Only admitted requests are counted, so a refund (`rate_limit_refund`) gives a slot back exactly.
+        The check and the count are one statement: ON CONFLICT locks the window's row and re-evaluates
+        the WHERE on its latest version, so concurrent requests can't both take the last slot.
+        """
         async with self._conn() as conn:
             row = await conn.fetchrow(
                 """
-                INSERT INTO rate_limits AS r (client_key, window_start, count)
-                VALUES ($1, date_trunc('hour', now(), 'UTC'), 1)
-                ON CONFLICT (client_key, window_start) DO UPDATE SET count = r.count + 1
-                RETURNING r.count,
-                    extract(epoch FROM r.window_start + interval '1 hour' - now())::float8 AS seconds_left
+                WITH now_hour AS (SELECT date_trunc('hour', now(), 'UTC') AS window_start),
+                hit AS (
+                    INSERT INTO rate_limits AS r (client_key, window_start, count)
+                    SELECT $1, window_start, 1 FROM now_hour
+                    ON CONFLICT (client_key, window_start) DO UPDATE SET count = r.count + 1
+                    WHERE r.count < $2::int
+                    RETURNING r.count
+                )
+                SELECT (SELECT count FROM hit) AS count, window_start,
+                    extract(epoch FROM window_start + interval '1 hour' - now())::float8 AS seconds_left
+                FROM now_hour
                 """,
                 client_key,
+                limit,
             )
         assert row is not None
-        return RateWindow(count=row["count"], seconds_left=row["seconds_left"])
+        return RateWindow(
+            admitted=row["count"] is not None,
+            count=row["count"] if row["count"] is not None else limit,
+            seconds_left=row["seconds_left"],
+            window_start=row["window_start"],
+        )
+
+    async def rate_limit_refund(self, client_key: str, window_start: dt.datetime) -> None:
+        """Give back one counted request (its answer failed on our side) to the window it was counted in."""
+        async with self._conn() as conn:
+            await conn.execute(
+                "UPDATE rate_limits SET count = count - 1 WHERE client_key = $1 AND window_start = $2 AND count > 0",
+                client_key,
+                window_start,
+            )
+
+    async def rate_limit_count(self, client_key: str) -> int:
+        """The requests counted against `client_key` in the current hour (for tests and operators)."""
+        async with self._conn() as conn:
+            count: int | None = await conn.fetchval(
+                "SELECT count FROM rate_limits"
+                " WHERE client_key = $1 AND window_start = date_trunc('hour', now(), 'UTC')",
+                client_key,
+            )
+        return count or 0
 
     async def rate_limit_cleanup(self, older_than_s: int) -> int:
         async with self._conn() as conn:

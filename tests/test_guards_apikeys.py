@@ -137,9 +137,7 @@ async def test_live_server_401s_a_bad_key_and_limits_per_key(pg_dsn: str, data_d
     finally:
         await _drop(pg_dsn, settings.db_schema)
     assert bad.status_code == 401 and bad.headers["www-authenticate"].startswith("Bearer")
-    assert (
-        bad.json()["reason"] == "bot_check_failed" and bad.json()["stages"]["botCheck"]["detail"] == "unknown API key"
-    )
+    assert bad.json()["reason"] == "invalid_api_key" and bad.json()["stages"]["botCheck"]["detail"] == "unknown API key"
     # The key passes the bot check with no Turnstile token and is counted under its own, larger limit.
     assert [r.status_code for r in good] == [200, 200, 200, 429]
     first = good[0].json()["stages"]

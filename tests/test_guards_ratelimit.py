@@ -9,7 +9,7 @@ import asyncpg
 import httpx
 
 from provenance.guards.postgres import PostgresGuards
-from provenance.guards.ratelimit import RateLimiter, client_ip, parse_networks, rate_limit_key
+from provenance.guards.ratelimit import RateLimiter, client_ip, human_duration, parse_networks, rate_limit_key
 from provenance.settings import Settings
 from provenance.store import Store
 from tests.conftest import LiveServer, make_settings
@@ -47,7 +47,8 @@ def test_rate_limit_keys_separate_ips_from_api_keys_and_group_ipv6_by_64() -> No
 
 async def test_100_concurrent_hits_let_exactly_the_limit_through(fresh_store: Store) -> None:
     limiter = RateLimiter(fresh_store, per_hour=20, per_hour_api_key=600)
-    stages = await asyncio.gather(*(limiter.check("198.51.100.1") for _ in range(100)))
+    checked = await asyncio.gather(*(limiter.check("198.51.100.1") for _ in range(100)))
+    stages = [stage for stage, _ in checked]
     passed = [s for s in stages if s.status == "ok"]
     blocked = [s for s in stages if s.status == "blocked"]
     assert len(passed) == 20 and len(blocked) == 80
@@ -56,17 +57,44 @@ async def test_100_concurrent_hits_let_exactly_the_limit_through(fresh_store: St
     for s in blocked:
         assert s.limit == 20 and s.remaining == 0
         assert s.retry_after_s is not None and 1 <= s.retry_after_s <= 3600
+        assert s.detail == "the limit of 20 questions per hour for each address is used up; try again in " + (
+            human_duration(s.retry_after_s)
+        )
+    # Only admitted requests are counted (a refused one takes nothing), and only they carry a ticket.
+    assert await fresh_store.rate_limit_count("ip:198.51.100.1") == 20
+    assert sum(ticket is not None for _, ticket in checked) == 20
     # Another client has its own window; an API key has its own, larger limit.
-    assert (await limiter.check("198.51.100.2")).status == "ok"
-    key_stage = await limiter.check("key:ci")
+    assert (await limiter.check("198.51.100.2"))[0].status == "ok"
+    key_stage, _ = await limiter.check("key:ci")
     assert key_stage.status == "ok" and key_stage.limit == 600 and key_stage.remaining == 599
+
+
+async def test_a_refund_gives_exactly_one_request_back(fresh_store: Store) -> None:
+    limiter = RateLimiter(fresh_store, per_hour=2, per_hour_api_key=600)
+    (first, ticket), (second, _) = await limiter.check("198.51.100.3"), await limiter.check("198.51.100.3")
+    assert first.remaining == 1 and second.remaining == 0 and ticket is not None
+    assert (await limiter.check("198.51.100.3"))[0].status == "blocked"
+    await limiter.refund(ticket)
+    assert await fresh_store.rate_limit_count("ip:198.51.100.3") == 1
+    again, _ = await limiter.check("198.51.100.3")
+    assert again.status == "ok" and again.remaining == 0
+    assert (await limiter.check("198.51.100.3"))[0].status == "blocked"
+
+
+def test_waits_are_said_in_words_rounded_up() -> None:
+    assert human_duration(1) == "1 second"
+    assert human_duration(42) == "42 seconds"
+    assert human_duration(59.2) == "1 minute"
+    assert human_duration(60) == "1 minute"
+    assert human_duration(2161) == "37 minutes"
+    assert human_duration(3600) == "1 hour"
 
 
 async def test_zero_disables_the_limit_and_says_so(fresh_store: Store) -> None:
     limiter = RateLimiter(fresh_store, per_hour=0, per_hour_api_key=0)
-    stage = await limiter.check("198.51.100.1")
-    assert stage.status == "skipped" and stage.detail == "disabled: RATE_LIMIT_PER_HOUR is 0"
-    assert (await limiter.check("key:x")).detail == "disabled: RATE_LIMIT_PER_HOUR_API_KEY is 0"
+    stage, ticket = await limiter.check("198.51.100.1")
+    assert stage.status == "skipped" and stage.detail == "disabled: RATE_LIMIT_PER_HOUR is 0" and ticket is None
+    assert (await limiter.check("key:x"))[0].detail == "disabled: RATE_LIMIT_PER_HOUR_API_KEY is 0"
 
 
 async def test_old_windows_are_cleaned_up(fresh_store: Store) -> None:
@@ -118,6 +146,8 @@ async def test_live_server_answers_100_concurrent_requests_with_exactly_20_and_8
         assert 1 <= retry_after <= 3600
         body = r.json()
         assert body["status"] == "blocked" and body["reason"] == "rate_limited"
+        # The real window and the wait, in words: "... 20 questions per hour ...; try again in 37 minutes."
+        assert "20 questions per hour" in body["message"] and human_duration(retry_after) in body["message"]
         assert body["stages"]["rateLimit"] == {
             "status": "blocked",
             "ms": body["stages"]["rateLimit"]["ms"],

@@ -6,6 +6,7 @@ runs that are not serving the public (evals, benchmarks of the pipeline alone) a
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Protocol
@@ -23,8 +24,16 @@ class BotCheckResult(msgspec.Struct):
     unauthorized: bool = False  # a bad API key is a 401-class failure, not a bot verdict
 
 
+class Ticket(msgspec.Struct, frozen=True):
+    """What a refund needs: the key a request was counted under, and the window it was counted in."""
+
+    key: str
+    window_start: dt.datetime
+
+
 class RateLimitResult(msgspec.Struct):
     stage: RateLimitStage
+    ticket: Ticket | None = None  # set when the request was counted
 
 
 class CacheResult(msgspec.Struct):
@@ -52,6 +61,8 @@ class Guards(Protocol):
 
     async def rate_limit(self, client_key: str) -> RateLimitResult: ...
 
+    async def rate_limit_refund(self, result: RateLimitResult) -> None: ...
+
     def cache_key(self, question: str, corpus_version: str | None, settings_fingerprint: str) -> str: ...
 
     async def cache_get(self, key: str) -> CacheResult: ...
@@ -78,6 +89,9 @@ class NoGuards:
 
     async def rate_limit(self, client_key: str) -> RateLimitResult:
         return RateLimitResult(RateLimitStage(detail=self._why))
+
+    async def rate_limit_refund(self, result: RateLimitResult) -> None:
+        return None
 
     def cache_key(self, question: str, corpus_version: str | None, settings_fingerprint: str) -> str:
         return cache_key(question, corpus_version, settings_fingerprint)

@@ -78,7 +78,12 @@ class PostgresGuards:
         return BotCheckResult(stage)
 
     async def rate_limit(self, client_key: str) -> RateLimitResult:
-        return RateLimitResult(await self.limiter.check(client_key))
+        stage, ticket = await self.limiter.check(client_key)
+        return RateLimitResult(stage, ticket)
+
+    async def rate_limit_refund(self, result: RateLimitResult) -> None:
+        if result.ticket is not None:
+            await self.limiter.refund(result.ticket)
 
     def cache_key(self, question: str, corpus_version: str | None, settings_fingerprint: str) -> str:
         return cache_key(question, corpus_version, settings_fingerprint)
@@ -106,3 +111,4 @@ class OperatorGuards(PostgresGuards):
     # The same "not applied" stages as NoGuards, each saying this class's reason.
     bot_check = NoGuards.bot_check
     rate_limit = NoGuards.rate_limit
+    rate_limit_refund = NoGuards.rate_limit_refund

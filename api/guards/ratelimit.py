@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 from collections.abc import Iterable, Mapping
 
+from provenance.guards.base import Ticket
 from provenance.guards.sweep import Sweeper
 from provenance.logs import get_logger
 from provenance.models import RateLimitStage
@@ -82,6 +84,18 @@ def rate_limit_key(client_key: str) -> tuple[str, bool]:
     return f"ip:{ip if ip is not None else client_key}", False
 
 
+def human_duration(seconds: float) -> str:
+    """'45 seconds', '1 minute', '36 minutes', '1 hour': rounded up, so a client told to wait that long
+    is not refused again."""
+    s = max(1, math.ceil(seconds))
+    if s < 60:
+        return f"{s} second{'s' if s != 1 else ''}"
+    minutes = math.ceil(s / 60)
+    if minutes < 60:
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return "1 hour"
+
+
 class RateLimiter:
     def __init__(self, store: Store, per_hour: int, per_hour_api_key: int) -> None:
         self.store = store
@@ -91,24 +105,34 @@ class RateLimiter:
             "rate-limit windows", CLEANUP_EVERY_S, lambda: store.rate_limit_cleanup(CLEANUP_OLDER_THAN_S)
         )
 
-    async def check(self, client_key: str) -> RateLimitStage:
+    async def check(self, client_key: str) -> tuple[RateLimitStage, Ticket | None]:
+        """The stage, and a ticket when the request was counted (so a failure on our side can refund it)."""
         timer = Timer()
         key, is_api_key = rate_limit_key(client_key)
         limit = self.per_hour_api_key if is_api_key else self.per_hour
         if limit <= 0:
             variable = "RATE_LIMIT_PER_HOUR_API_KEY" if is_api_key else "RATE_LIMIT_PER_HOUR"
-            return RateLimitStage(detail=f"disabled: {variable} is 0")
-        window = await self.store.rate_limit_hit(key)
+            return RateLimitStage(detail=f"disabled: {variable} is 0"), None
+        window = await self.store.rate_limit_hit(key, limit)
         await self._sweeper.maybe_run()
-        remaining = max(0, limit - window.count)
-        if window.count > limit:
-            retry_after = max(1, int(window.seconds_left + 0.999))
+        who = "this API key" if is_api_key else "each address"
+        if not window.admitted:
+            retry_after = max(1, math.ceil(window.seconds_left))
             return RateLimitStage(
                 status="blocked",
                 ms=timer.ms,
-                detail=f"{limit} requests per hour exceeded; the window resets in {retry_after}s",
+                detail=f"the limit of {limit} questions per hour for {who} is used up; "
+                f"try again in {human_duration(retry_after)}",
                 limit=limit,
                 remaining=0,
                 retry_after_s=retry_after,
-            )
-        return RateLimitStage(status="ok", ms=timer.ms, limit=limit, remaining=remaining)
+            ), None
+        stage = RateLimitStage(status="ok", ms=timer.ms, limit=limit, remaining=max(0, limit - window.count))
+        return stage, Ticket(key, window.window_start)
+
+    async def refund(self, ticket: Ticket) -> None:
+        """Best effort: when the database itself is what failed, the refund fails too, and is only logged."""
+        try:
+            await self.store.rate_limit_refund(ticket.key, ticket.window_start)
+        except Exception as exc:
+            log.warning("rate-limit refund failed", error=repr(exc))
