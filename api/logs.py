@@ -9,6 +9,8 @@ from typing import Any
 
 import structlog
 
+_CHATTY = ("httpx", "httpcore")
+
 _SECRET_KEYS = {"authorization", "api_key", "apikey", "secret", "token", "turnstile_token", "password"}
 
 
@@ -35,6 +37,10 @@ def configure_logging(level: str = "info") -> None:
     if not isinstance(numeric, int):
         numeric = logging.INFO
     logging.basicConfig(format="%(message)s", stream=_Stderr(), level=numeric, force=True)
+    # httpx logs every request it sends at INFO (each Anthropic and Turnstile call, as a plain-text line
+    # among the JSON); that is for debugging, not the default.
+    for chatty in _CHATTY:
+        logging.getLogger(chatty).setLevel(numeric if numeric <= logging.DEBUG else max(numeric, logging.WARNING))
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from provenance.settings import REPO_ROOT
-from tests.conftest import CORPUS, free_port
+from tests.conftest import CORPUS, LiveServer, free_port
 
 # Settings a developer's shell may hold; each test says what it wants instead.
 _SETTINGS_VARS = ("DATABASE_URL", "DB_SCHEMA", "DATA_DIR", "CORPUS_DIR", "PROFILE", "ANTHROPIC_API_KEY", "LOG_LEVEL")
@@ -178,3 +178,16 @@ def test_a_warm_make_run_prints_the_two_lines_the_readme_promises(tmp_path: Path
     # What initdb and pg_ctl said is kept, in a file under the data folder.
     transcript = (tmp_path / "data" / "embedded-postgres.log").read_text()
     assert "initdb" in transcript and "pg_ctl" in transcript
+
+
+def test_http_client_requests_are_logged_only_when_debugging(live_server: LiveServer) -> None:
+    # What the anthropic profile and the Turnstile check send goes through httpx, which logs each request at INFO.
+    script = (
+        "import sys, httpx; from provenance.logs import configure_logging; configure_logging(sys.argv[1]); "
+        "httpx.get(sys.argv[2])"
+    )
+    url = f"{live_server.url}/healthz"
+    quiet = subprocess.run([sys.executable, "-c", script, "info", url], capture_output=True, text=True, timeout=60)
+    assert quiet.returncode == 0 and quiet.stderr == "" and quiet.stdout == ""
+    loud = subprocess.run([sys.executable, "-c", script, "debug", url], capture_output=True, text=True, timeout=60)
+    assert "HTTP Request: GET" in loud.stderr
