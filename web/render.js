@@ -364,7 +364,7 @@ function cappedWords(why) {
 /* ---------- pipeline panel ---------- */
 
 // On a cached answer these ran now; every later stage is the stored record of the original run.
-const LIVE_ON_CACHE_HIT = new Set(['botCheck', 'rateLimit', 'cache']);
+const LIVE_ON_CACHE_HIT = new Set(['botCheck', 'rateLimit', 'cache', 'admission']);
 
 function pipelinePanel(resp) {
   const stages = resp.stages || {};
@@ -385,7 +385,7 @@ function cachedNote(cache) {
   const when = cache?.cachedAt ? new Date(cache.cachedAt) : null;
   const at = when && !Number.isNaN(when.getTime()) ? ` of ${when.toLocaleString()}` : '';
   return h('p', { class: 'pipeline__cached', 'data-testid': 'cached-note' },
-    `This answer was stored. The bot check, rate limit and cache ran for this request; the stages from Spend cap on, and their timings (in italics), are from the original run${at}. No model was called now.`);
+    `This answer was stored: the stages from Spend cap on, and their timings (in italics), are the record of the original run${at}. Nothing was searched or checked again, and no model was called now.`);
 }
 
 function stageRow(key, id, label, i, s, original = false) {

@@ -405,8 +405,8 @@ async def test_a_cached_answer_says_its_timings_are_from_the_original_run(
     await ask(page, ANSWERABLE)
     await expect(page.get_by_test_id("cached")).to_have_text("Cached result")
     note = page.get_by_test_id("cached-note")
-    await expect(note).to_contain_text("from the original run")
-    await expect(note).to_contain_text("No model was called now")
+    await expect(note).to_contain_text("the record of the original run")
+    await expect(note).to_contain_text("no model was called now")
     await expect(page.get_by_test_id("stage-cache")).to_have_attribute("data-stage-status", "hit")
     # This request's own stages are not marked; every stage from the spend cap on is the stored run's.
     for stage in ("bot-check", "rate-limit", "cache"):
