@@ -17,7 +17,7 @@ import msgspec
 from provenance import text as T
 from provenance.admission import Admission
 from provenance.embedder import Embedder
-from provenance.guards.base import Guards, NoGuards
+from provenance.guards.base import Guards, NoGuards, RateLimitResult
 from provenance.logs import get_logger
 from provenance.models import (
     AdmissionStage,
@@ -164,31 +164,48 @@ class Pipeline:
         else:
             stages.cache.detail = "cache bypassed for this run"
 
-        # 3. Rate limit, per API key when one was presented, else per client IP.
-        limit = await self.guards.rate_limit(bot.client_key or client_ip)
-        stages.rate_limit = limit.stage
-        if limit.stage.status == "blocked":
-            retry = str(limit.stage.retry_after_s or 60)
-            return run.finish("blocked", "rate_limited", http_status=429, headers={"Retry-After": retry})
+        # 3. Rate limit, per API key when one was presented, else per client IP: a look first, so a client
+        # over its limit is turned away at once; the request takes its place only when it is about to be
+        # worked on (below), so one that waited and was turned away as overloaded never held a place.
+        client_key = bot.client_key or client_ip
+        look = await self.guards.rate_limit(client_key, count=False)
+        stages.rate_limit = look.stage
+        if look.stage.status == "blocked":
+            return _rate_limited(run)
 
-        # The quota pays for work done: when the answer fails on our side (overloaded, database, model,
-        # budget), the request is given back.
+        # The quota pays for work done: when the answer fails on our side (database, model, budget), the
+        # request is given back.
+        counted: list[RateLimitResult] = []
         try:
-            outcome = await self._admitted(run, cache_key, use_cache)
+            outcome = await self._admitted(run, cache_key, use_cache, client_key, counted)
         except Exception:
-            await self.guards.rate_limit_refund(limit)
+            for charge in counted:
+                await self.guards.rate_limit_refund(charge)
             raise
         if outcome.response.reason in REFUNDED:
-            await self.guards.rate_limit_refund(limit)
+            for charge in counted:
+                await self.guards.rate_limit_refund(charge)
         return outcome
 
-    async def _admitted(self, run: _Run, cache_key: str, use_cache: bool) -> Outcome:
+    async def _count(self, run: _Run, client_key: str, counted: list[RateLimitResult]) -> Outcome | None:
+        """Take this request's place in the client's hourly limit; the 429 when another took the last one."""
+        limit = await self.guards.rate_limit(client_key)
+        run.stages.rate_limit = limit.stage
+        if limit.stage.status == "blocked":
+            return _rate_limited(run)
+        counted.append(limit)
+        return None
+
+    async def _admitted(
+        self, run: _Run, cache_key: str, use_cache: bool, client_key: str, counted: list[RateLimitResult]
+    ) -> Outcome:
         stages = run.stages
-        # 4. The deny-list: free, so it never waits for a pipeline slot.
+        # 4. The deny-list: free, so it never waits for a pipeline slot; still counted, so that a flood of
+        # injection attempts is limited like any other.
         denied = screen_deny_list(run.question)
         if denied is not None:
             stages.screening = denied.stage
-            return run.finish("blocked", "injection")
+            return await self._count(run, client_key, counted) or run.finish("blocked", "injection")
 
         # 5. A pipeline slot (api/admission.py): past the queue's bound or deadline this raises Overloaded.
         waiting = self.admission.waiting
@@ -196,6 +213,9 @@ class Pipeline:
             stages.admission = AdmissionStage(
                 status="ok", ms=round(waited_s * 1000, 2), running=self.admission.running, waiting=waiting
             )
+            limited = await self._count(run, client_key, counted)
+            if limited is not None:
+                return limited
             # 6. Spend cap: reserve the worst-case cost before any paid call.
             reservation = await self.guards.spend_reserve(self.profile)
             stages.spend = reservation.stage
@@ -291,6 +311,11 @@ class Pipeline:
 
         citations = citations_from_support(checked.claims, passages, s.gate_min_claim)
         return run.finish("answered", None, answer=answer, citations=citations)
+
+
+def _rate_limited(run: _Run) -> Outcome:
+    retry = str(run.stages.rate_limit.retry_after_s or 60)
+    return run.finish("blocked", "rate_limited", http_status=429, headers={"Retry-After": retry})
 
 
 NOT_COUNTED = "not counted: a cached answer costs no model call"

@@ -20,6 +20,14 @@ class SettingsError(ValueError):
     """A configuration value is missing or malformed; the message names the variable."""
 
 
+def _cores() -> int:
+    # The cores this process may run on (a container's CPU set), not the host's count.
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 2
+
+
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     database_url: str | None = None
     db_schema: str = "public"
@@ -57,7 +65,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     request_max_body_bytes: int = 65_536
     request_read_timeout_s: float = 10.0
     # Admission control for uncached /ask: pipelines run at once, questions allowed to wait, and how long.
-    ask_concurrency: int = 4
+    # Throughput stops growing at about one pipeline per core (docs/reliability.md, "Overload"); more at
+    # once only makes each slower.
+    ask_concurrency: int = msgspec.field(default_factory=_cores)
     ask_queue_max: int = 32
     ask_queue_timeout_s: float = 5.0
     db_pool_min: int = 1

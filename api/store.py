@@ -346,6 +346,27 @@ class Store:
             window_start=row["window_start"],
         )
 
+    async def rate_limit_peek(self, client_key: str, limit: int) -> RateWindow:
+        """The client's current window without counting anything: `admitted` says whether a slot is left."""
+        async with self._conn() as conn:
+            row = await conn.fetchrow(
+                """
+                WITH now_hour AS (SELECT date_trunc('hour', now(), 'UTC') AS window_start)
+                SELECT coalesce(r.count, 0) AS count, n.window_start,
+                    extract(epoch FROM n.window_start + interval '1 hour' - now())::float8 AS seconds_left
+                FROM now_hour n
+                LEFT JOIN rate_limits r ON r.client_key = $1 AND r.window_start = n.window_start
+                """,
+                client_key,
+            )
+        assert row is not None
+        return RateWindow(
+            admitted=row["count"] < limit,
+            count=row["count"],
+            seconds_left=row["seconds_left"],
+            window_start=row["window_start"],
+        )
+
     async def rate_limit_refund(self, client_key: str, window_start: dt.datetime) -> None:
         """Give back one counted request (its answer failed on our side) to the window it was counted in."""
         async with self._conn() as conn:

@@ -81,6 +81,17 @@ async def test_a_refund_gives_exactly_one_request_back(fresh_store: Store) -> No
     assert (await limiter.check("198.51.100.3"))[0].status == "blocked"
 
 
+async def test_a_look_counts_nothing(fresh_store: Store) -> None:
+    limiter = RateLimiter(fresh_store, per_hour=1, per_hour_api_key=600)
+    looked, ticket = await limiter.check("198.51.100.4", count=False)
+    assert looked.status == "ok" and looked.remaining == 0 and ticket is None
+    assert await fresh_store.rate_limit_count("ip:198.51.100.4") == 0
+    assert (await limiter.check("198.51.100.4"))[0].status == "ok"
+    blocked, _ = await limiter.check("198.51.100.4", count=False)
+    assert blocked.status == "blocked" and blocked.detail and "1 question per hour" in blocked.detail
+    assert await fresh_store.rate_limit_count("ip:198.51.100.4") == 1
+
+
 def test_waits_are_said_in_words_rounded_up() -> None:
     assert human_duration(1) == "1 second"
     assert human_duration(42) == "42 seconds"

@@ -59,7 +59,7 @@ class Guards(Protocol):
         self, turnstile_token: str | None, authorization: str | None, peer_ip: str | None
     ) -> BotCheckResult: ...
 
-    async def rate_limit(self, client_key: str) -> RateLimitResult: ...
+    async def rate_limit(self, client_key: str, *, count: bool = True) -> RateLimitResult: ...
 
     async def rate_limit_refund(self, result: RateLimitResult) -> None: ...
 
@@ -87,7 +87,7 @@ class NoGuards:
     ) -> BotCheckResult:
         return BotCheckResult(BotCheckStage(detail=self._why))
 
-    async def rate_limit(self, client_key: str) -> RateLimitResult:
+    async def rate_limit(self, client_key: str, *, count: bool = True) -> RateLimitResult:
         return RateLimitResult(RateLimitStage(detail=self._why))
 
     async def rate_limit_refund(self, result: RateLimitResult) -> None:

@@ -77,8 +77,8 @@ class PostgresGuards:
         )
         return BotCheckResult(stage)
 
-    async def rate_limit(self, client_key: str) -> RateLimitResult:
-        stage, ticket = await self.limiter.check(client_key)
+    async def rate_limit(self, client_key: str, *, count: bool = True) -> RateLimitResult:
+        stage, ticket = await self.limiter.check(client_key, count=count)
         return RateLimitResult(stage, ticket)
 
     async def rate_limit_refund(self, result: RateLimitResult) -> None:

@@ -105,30 +105,39 @@ class RateLimiter:
             "rate-limit windows", CLEANUP_EVERY_S, lambda: store.rate_limit_cleanup(CLEANUP_OLDER_THAN_S)
         )
 
-    async def check(self, client_key: str) -> tuple[RateLimitStage, Ticket | None]:
-        """The stage, and a ticket when the request was counted (so a failure on our side can refund it)."""
+    async def check(self, client_key: str, *, count: bool = True) -> tuple[RateLimitStage, Ticket | None]:
+        """The stage, and a ticket when the request was counted (so a failure on our side can refund it).
+
+        With `count=False` nothing is counted: a look, so that a client over its limit is turned away before
+        it queues for a pipeline slot, while only a request that gets a slot takes a place in the limit.
+        """
         timer = Timer()
         key, is_api_key = rate_limit_key(client_key)
         limit = self.per_hour_api_key if is_api_key else self.per_hour
         if limit <= 0:
             variable = "RATE_LIMIT_PER_HOUR_API_KEY" if is_api_key else "RATE_LIMIT_PER_HOUR"
             return RateLimitStage(detail=f"disabled: {variable} is 0"), None
-        window = await self.store.rate_limit_hit(key, limit)
-        await self._sweeper.maybe_run()
+        if count:
+            window = await self.store.rate_limit_hit(key, limit)
+            await self._sweeper.maybe_run()
+        else:
+            window = await self.store.rate_limit_peek(key, limit)
         who = "this API key" if is_api_key else "each address"
         if not window.admitted:
             retry_after = max(1, math.ceil(window.seconds_left))
             return RateLimitStage(
                 status="blocked",
                 ms=timer.ms,
-                detail=f"the limit of {limit} questions per hour for {who} is used up; "
+                detail=f"the limit of {limit} question{'s' if limit != 1 else ''} per hour for {who} is used up; "
                 f"try again in {human_duration(retry_after)}",
                 limit=limit,
                 remaining=0,
                 retry_after_s=retry_after,
             ), None
-        stage = RateLimitStage(status="ok", ms=timer.ms, limit=limit, remaining=max(0, limit - window.count))
-        return stage, Ticket(key, window.window_start)
+        # A look leaves this request's own place still to take.
+        remaining = max(0, limit - window.count - (0 if count else 1))
+        stage = RateLimitStage(status="ok", ms=timer.ms, limit=limit, remaining=remaining)
+        return stage, Ticket(key, window.window_start) if count else None
 
     async def refund(self, ticket: Ticket) -> None:
         """Best effort: when the database itself is what failed, the refund fails too, and is only logged."""
