@@ -1,5 +1,5 @@
 // Provenance page: load /config, ask /ask, render the outcome. No framework, no build step.
-import { h } from './dom.js';
+import { h, fmtWait } from './dom.js';
 import { renderResponse } from './render.js';
 
 const UNCOVERED = "Ask something the docs don't cover";
@@ -153,11 +153,12 @@ function errorText(res, data, retryAfter) {
   const e = data && data.error;
   const parts = [];
   if (res.status === 429) parts.push('Too many questions.');
+  else if (e && e.code === 'overloaded') parts.push('The service is busy right now.');
   else if (res.status >= 500) parts.push(`The service had a problem (HTTP ${res.status}).`);
   else if (!res.ok) parts.push(`The question was not accepted (HTTP ${res.status}).`);
   else parts.push('The service sent an unexpected reply.');
   if (e && e.message) parts.push(capitalise(e.message.endsWith('.') ? e.message : `${e.message}.`));
-  if (retryAfter !== null && retryAfter !== undefined) parts.push(`Try again in ${retryAfter} s.`);
+  if (retryAfter !== null && retryAfter !== undefined) parts.push(`Try again in ${fmtWait(retryAfter)}.`);
   return parts.join(' ');
 }
 

@@ -43,6 +43,15 @@ export function fmtMs(ms) {
   return `${Math.round(ms)} ms`;
 }
 
+/** A wait in words, rounded up so a client told to wait that long is not refused again: '42 seconds',
+ * '37 minutes', '1 hour' (the server's rate-limit message says it the same way). */
+export function fmtWait(seconds) {
+  const s = Math.max(1, Math.ceil(isNum(seconds) ? seconds : 1));
+  if (s < 60) return `${s} second${s === 1 ? '' : 's'}`;
+  const m = Math.ceil(s / 60);
+  return m < 60 ? `${m} minute${m === 1 ? '' : 's'}` : '1 hour';
+}
+
 export function fmtUsd(v) {
   if (!isNum(v)) return '—';
   return `$${v.toFixed(v !== 0 && Math.abs(v) < 0.1 ? 4 : 2)}`;

@@ -1,5 +1,5 @@
 // Turns one AskResponse into DOM: verdict, answer or the reason for refusing, evidence, pipeline.
-import { h, isNum, fmtScore, fmtMs, fmtUsd, fmtInt, clamp01 } from './dom.js';
+import { h, isNum, fmtScore, fmtMs, fmtUsd, fmtInt, fmtWait, clamp01 } from './dom.js';
 
 const VERDICTS = {
   answered: { title: 'Answered', sub: 'Every claim in the answer was checked against the documents.', icon: '✓' },
@@ -17,10 +17,12 @@ export const REASONS = {
     'It was screened out as a possible prompt injection. The documents were not searched.'],
   off_topic: ["The question is outside what the documents cover",
     'It was screened out as off-topic for this collection of documents.'],
-  rate_limited: ['Too many questions in a short time',
-    'There is a limit on how many questions can be asked per minute.'],
+  rate_limited: ['Too many questions this hour',
+    'There is a limit on how many new questions can be asked per hour. Questions already answered are still served.'],
   budget_exhausted: ["The service's spending cap has been reached",
     'No more model calls can be made until the budget resets.'],
+  invalid_api_key: ["The API key wasn't accepted",
+    "The key sent with the question is unknown or has been revoked. Ask the service's operator for a valid one."],
   bot_check_failed: ["The bot check didn't pass",
     'Complete the check above the examples (or reload the page), then ask again.'],
   model_error: ["The language model didn't respond",
@@ -180,7 +182,7 @@ function whyBlock(resp, retryAfter) {
     detailsLine(resp.message, r, showGate),
     resp.status === 'refused' ? closestPassages(resp) : null,
     resp.reason === 'rate_limited' && isNum(wait)
-      ? h('p', { class: 'retry', 'data-testid': 'retry-after', text: `Try again in ${Math.max(0, Math.ceil(wait))} s.` }) : null,
+      ? h('p', { class: 'retry', 'data-testid': 'retry-after', text: `Try again in ${fmtWait(wait)}.` }) : null,
     showGate ? h('div', { class: 'why__gate' }, h('h4', { class: 'subhead', text: 'The gate that decided' }), gateGauge(g)) : null,
     screeningNote(resp.stages?.screening));
 }
@@ -432,7 +434,7 @@ function stageFigures(key, s) {
     case 'botCheck': add('method', s.method); break;
     case 'rateLimit':
       if (isNum(s.remaining) && isNum(s.limit)) add('remaining', `${s.remaining} of ${s.limit}`);
-      if (isNum(s.retryAfterS)) add('retry after', `${s.retryAfterS} s`);
+      if (isNum(s.retryAfterS)) add('retry after', fmtWait(s.retryAfterS));
       break;
     case 'cache': if (s.cachedAt) add('cached at', new Date(s.cachedAt).toLocaleString()); break;
     case 'spend':

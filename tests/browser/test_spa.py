@@ -165,6 +165,13 @@ def reply(status: int, body: object, headers: dict[str, str] | None = None) -> C
     return handler
 
 
+# What the server says when an address has used its hour up (api/guards/ratelimit.py, api/pipeline.py).
+HOURLY_LIMIT_MESSAGE = (
+    "The limit of 60 questions per hour for each address is used up; try again in 37 minutes."
+    " Questions already answered are still served."
+)
+
+
 async def test_error_replies_are_shown(page: Page, live_server: LiveServer) -> None:
     await page.goto(live_server.url)
     error = page.get_by_test_id("error")
@@ -184,14 +191,14 @@ async def test_error_replies_are_shown(page: Page, live_server: LiveServer) -> N
     await page.route("**/ask", reply(429, envelope, {"Retry-After": "42"}))
     await ask(page, ANSWERABLE)
     await expect(error).to_contain_text("Too many questions.")
-    await expect(error).to_contain_text("Try again in 42 s.")
+    await expect(error).to_contain_text("Try again in 42 seconds.")
 
     # The server's own 429 is a blocked AskResponse with Retry-After: take a real reply and turn it into one.
     async def rate_limited(route: Route) -> None:
         body = await (await route.fetch()).json()
-        body.update(status="blocked", reason="rate_limited", message="Too many questions from this client.")
-        body["stages"]["rateLimit"].update(status="blocked", remaining=0, retryAfterS=42)
-        await route.fulfill(status=429, json=body, headers={"Retry-After": "42"})
+        body.update(status="blocked", reason="rate_limited", message=HOURLY_LIMIT_MESSAGE)
+        body["stages"]["rateLimit"].update(status="blocked", limit=60, remaining=0, retryAfterS=2161)
+        await route.fulfill(status=429, json=body, headers={"Retry-After": "2161"})
 
     await page.unroute("**/ask")
     await page.route("**/ask", rate_limited)
@@ -199,8 +206,21 @@ async def test_error_replies_are_shown(page: Page, live_server: LiveServer) -> N
     await expect(error).to_be_hidden()
     await expect(page.get_by_test_id("verdict")).to_have_attribute("data-status", "blocked")
     await expect(page.get_by_test_id("refusal-reason")).to_have_attribute("data-reason", "rate_limited")
-    await expect(page.get_by_test_id("retry-after")).to_have_text("Try again in 42 s.")
+    # The real window and a wait in words, not "per minute" and "2161 s".
+    await expect(page.get_by_test_id("retry-after")).to_have_text("Try again in 37 minutes.")
+    why = page.get_by_test_id("refusal-reason")
+    await expect(why).to_contain_text("per hour")
+    await expect(why).not_to_contain_text("per minute")
+    await expect(why).to_contain_text(HOURLY_LIMIT_MESSAGE)
     await expect(page.get_by_test_id("stage-rate-limit")).to_have_attribute("data-stage-status", "blocked")
+
+    # Overloaded: said as such, with the wait in words; not "a problem".
+    await page.unroute("**/ask")
+    busy = {"error": {"code": "overloaded", "message": "the service is busy: no answer could start within 5s"}}
+    await page.route("**/ask", reply(503, busy, {"Retry-After": "5"}))
+    await ask(page, ANSWERABLE)
+    await expect(error).to_contain_text("The service is busy right now.")
+    await expect(error).to_contain_text("Try again in 5 seconds.")
 
     await page.unroute("**/ask")
     await page.route("**/ask", lambda route: route.abort())
