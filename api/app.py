@@ -25,6 +25,7 @@ from litestar.static_files import create_static_files_router
 from litestar.types import ASGIApp, Message, Receive, ReceiveMessage, Scope, Send
 
 from provenance import __version__, http_errors
+from provenance.corpora import default_of
 from provenance.errors import (
     BadRequest,
     DatabaseUnavailable,
@@ -32,14 +33,18 @@ from provenance.errors import (
     ErrorEnvelope,
     NotFound,
     ServiceError,
+    UnknownCorpus,
 )
 from provenance.logs import configure_logging, get_logger
 from provenance.models import (
     QUESTION_PATTERN,
     AskRequest,
     AskResponse,
+    Corpora,
+    CorpusExample,
     CorpusFile,
     CorpusInfo,
+    CorpusSummary,
     Health,
     PassageOut,
     PublicConfig,
@@ -49,11 +54,6 @@ from provenance.settings import REPO_ROOT, Settings, load_settings
 
 log = get_logger("provenance.http")
 WEB_DIR = REPO_ROOT / "web"
-EXAMPLES = [
-    "How much does a standard locker cost per month?",
-    "What are the opening hours on Saturday?",
-    "Ask something the docs don't cover: is there car parking for members?",
-]
 
 _DB_ERRORS = (
     OSError,
@@ -271,15 +271,46 @@ async def healthz(state: State) -> Response[Health]:
     return Response(body, status_code=200 if db_up else 503)
 
 
+def _examples(raw: list[dict[str, Any]]) -> list[CorpusExample]:
+    return [CorpusExample(question=e["question"], covered=e.get("covered", True)) for e in raw]
+
+
 @get(
-    "/corpus",
-    summary="What the service answers from: files, passage count, version, model",
+    "/corpora",
+    summary="The corpora /ask can answer from, each with its title, description and example questions",
     responses={503: _DB_DOWN},
 )
-async def corpus(state: State) -> CorpusInfo:
+async def corpora(state: State) -> Corpora:
     s = _services(state)
-    st = await s.store.corpus_state()
+    found = await s.store.corpora()
+    return Corpora(
+        default=default_of([c.name for c in found]) if found else None,
+        corpora=[
+            CorpusSummary(
+                name=c.name,
+                title=c.title or c.name,
+                description=c.description,
+                examples=_examples(c.examples),
+                passage_count=c.passage_count,
+                version=c.version,
+            )
+            for c in found
+        ],
+    )
+
+
+@get(
+    "/corpus",
+    summary="One corpus in full (the default one without `name`): files, passage count, version, model",
+    responses={**_errors(404), 503: _DB_DOWN},
+)
+async def corpus(state: State, name: str | None = None) -> CorpusInfo:
+    s = _services(state)
+    wanted = name if name is not None else s.pipeline.default_corpus
+    st = await s.store.corpus_state(wanted)
     if st is None:
+        if name is not None:
+            raise UnknownCorpus(name, sorted(c.name for c in await s.store.corpora()))
         return CorpusInfo(version=None, model=None, passage_count=0, files=[])
     return CorpusInfo(
         version=st.version,
@@ -287,6 +318,10 @@ async def corpus(state: State) -> CorpusInfo:
         passage_count=st.passage_count,
         files=[CorpusFile(source=f["source"], passages=f["passages"], tokens=f["tokens"]) for f in st.files],
         ingested_at=st.ingested_at.isoformat(),
+        name=st.name,
+        title=st.title or st.name,
+        description=st.description,
+        examples=_examples(st.examples),
     )
 
 
@@ -295,10 +330,11 @@ async def corpus(state: State) -> CorpusInfo:
     summary="One passage, for the evidence view",
     responses={**_errors(404), 503: _DB_DOWN},
 )
-async def passage(state: State, passage_id: FromPath[str]) -> PassageOut:
+async def passage(state: State, passage_id: FromPath[str], corpus: str | None = None) -> PassageOut:
     s = _services(state)
+    in_corpus = corpus if corpus is not None else s.pipeline.default_corpus
     # Postgres text can't hold NUL, so no passage id has one: answer here rather than fail in the driver.
-    found = None if "\x00" in passage_id else await s.store.passage(passage_id.lstrip("/"))
+    found = None if "\x00" in passage_id + in_corpus else await s.store.passage(passage_id.lstrip("/"), in_corpus)
     if found is None:
         raise NotFound(f"no passage with id {passage_id.lstrip('/')!r}")
     return PassageOut(
@@ -311,14 +347,15 @@ async def passage(state: State, passage_id: FromPath[str]) -> PassageOut:
     )
 
 
-@get("/config", summary="What the page needs to know: profile, Turnstile site key, examples")
+@get("/config", summary="What the page needs to know: profile, Turnstile site key, question length")
 async def public_config(state: State) -> PublicConfig:
+    # No database read: the page can say how to ask while the database is down. Its corpora and their
+    # examples come from /corpora.
     s = _services(state)
     return PublicConfig(
         profile=s.settings.profile,
         turnstile_site_key=s.settings.turnstile_site_key,
         max_question_chars=s.settings.max_question_chars,
-        examples=EXAMPLES,
     )
 
 
@@ -334,7 +371,7 @@ async def _require_json(request: Request[Any, Any, Any]) -> None:
     before_request=_require_json,
     status_code=200,
     responses={
-        **_errors(400, 408, 409, 413, 415),
+        **_errors(400, 404, 408, 409, 413, 415),
         401: ResponseSpec(
             AskResponse, description="blocked (invalid_api_key): unknown or revoked API key", generate_examples=False
         ),
@@ -362,6 +399,7 @@ async def ask(request: Request[Any, Any, State], data: JSONBody[AskRequest], sta
         turnstile_token=data.turnstile_token,
         peer_ip=request.client.host if request.client else None,
         headers={k.lower(): v for k, v in request.headers.items()},
+        corpus=data.corpus,
     )
     return Response(outcome.response, status_code=outcome.http_status, headers=outcome.headers)
 
@@ -399,7 +437,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             if owned:
                 await svc.close()
 
-    route_handlers: list[Any] = [healthz, corpus, passage, public_config, ask]
+    route_handlers: list[Any] = [healthz, corpora, corpus, passage, public_config, ask]
     if (WEB_DIR / "index.html").exists():
         route_handlers.append(
             create_static_files_router(path="/", directories=[Path(WEB_DIR)], html_mode=True, name="web")

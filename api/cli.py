@@ -12,6 +12,7 @@ from pathlib import Path
 
 import asyncpg
 
+from provenance.corpora import DEFAULT_CORPUS
 from provenance.errors import ConfigurationError
 from provenance.logs import configure_logging
 from provenance.settings import Settings, SettingsError, load_settings
@@ -23,7 +24,9 @@ don't support an answer."""
 EPILOG = """\
 getting started:
   provenance serve --ingest      ingest corpus/ (when it changed) and serve http://127.0.0.1:8000
-  provenance ingest DIR          use your own folder of .md/.txt files instead
+  provenance ingest DIR --corpus NAME
+                                 add your own folder of .md/.txt files beside corpus/; the page
+                                 then lets you pick it, and /ask takes {"corpus": NAME}
   provenance keys create NAME    an API key for a script or app that isn't a browser
 
 Settings are environment variables (DATABASE_URL, PROFILE, ANTHROPIC_API_KEY, CORPUS_DIR, PORT, ...);
@@ -60,7 +63,7 @@ async def _migrate(settings: Settings) -> list[str]:
         await pool.close()
 
 
-async def _ingest(settings: Settings, directory: Path, force: bool) -> str:
+async def _ingest(settings: Settings, directory: Path, force: bool, corpus: str, replace: bool = False) -> str:
     from provenance.ingest import ingest
     from provenance.services import load_embedder
     from provenance.store import Store
@@ -75,10 +78,23 @@ async def _ingest(settings: Settings, directory: Path, force: bool) -> str:
             settings.chunk_max_tokens,
             settings.hnsw_min_passages,
             force=force,
+            corpus=corpus,
+            replace=replace,
         )
         return report.summary()
     finally:
         await pool.close()
+
+
+async def _corpus_folder(settings: Settings, name: str) -> Path | None:
+    from provenance.store import Store
+
+    pool = await _with_pool(settings)
+    try:
+        state = await Store(pool).corpus_state(name)
+    finally:
+        await pool.close()
+    return Path(state.source_dir) if state and state.source_dir else None
 
 
 async def _keys(settings: Settings, action: str, name: str | None) -> int:
@@ -117,10 +133,9 @@ async def _keys(settings: Settings, action: str, name: str | None) -> int:
         await pool.close()
 
 
-async def _warm_cache(settings: Settings) -> int:
+async def _warm_cache(settings: Settings, only: str | None) -> int:
     import uuid
 
-    from provenance.app import EXAMPLES
     from provenance.guards.postgres import OperatorGuards
     from provenance.services import build_services
 
@@ -132,8 +147,16 @@ async def _warm_cache(settings: Settings) -> int:
     services.pipeline.guards = OperatorGuards(settings, services.store)
     failed = 0
     try:
-        for question in EXAMPLES:
-            outcome = await services.pipeline.ask(question, request_id=f"warm-{uuid.uuid4().hex[:12]}")
+        # The questions the page offers: each served corpus's examples (see GET /corpora).
+        corpora = [c for c in await services.store.corpora() if only is None or c.name == only]
+        if only is not None and not corpora:
+            print(f"error: there is no corpus named {only!r}", file=sys.stderr)
+            return 1
+        todo = [(c.name, str(e["question"])) for c in corpora for e in c.examples]
+        if not todo:
+            print("no example questions to warm: ingest a corpus first", file=sys.stderr)
+        for corpus, question in todo:
+            outcome = await services.pipeline.ask(question, request_id=f"warm-{uuid.uuid4().hex[:12]}", corpus=corpus)
             r = outcome.response
             if r.cached:
                 how = "already cached"
@@ -142,7 +165,7 @@ async def _warm_cache(settings: Settings) -> int:
                 failed += 1
             else:
                 how = f"cached now, {r.total_ms:.0f} ms"
-            print(f"{r.status:<8} ({how}): {question}", flush=True)
+            print(f"{r.status:<8} ({how}) {corpus}: {question}", flush=True)
     finally:
         await services.close()
     return 1 if failed else 0
@@ -166,7 +189,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def cmd_warm_cache(args: argparse.Namespace) -> int:
-    return asyncio.run(_warm_cache(_settings()))
+    return asyncio.run(_warm_cache(_settings(), args.corpus))
 
 
 def cmd_db_migrate(args: argparse.Namespace) -> int:
@@ -178,7 +201,7 @@ def cmd_db_migrate(args: argparse.Namespace) -> int:
 def cmd_ingest(args: argparse.Namespace) -> int:
     settings = _settings()
     directory = Path(args.dir) if args.dir else settings.corpus_dir
-    print(asyncio.run(_ingest(settings, directory, args.force)))
+    print(asyncio.run(_ingest(settings, directory, args.force, args.corpus, args.replace)))
     return 0
 
 
@@ -196,7 +219,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         os.environ["DATABASE_URL"] = start_embedded(settings.pg_data_dir)
         settings = _settings()
     if args.ingest:
-        print(asyncio.run(_ingest(settings, settings.corpus_dir, force=False)), flush=True)
+        from provenance.ingest import CorpusConflict
+
+        try:
+            print(asyncio.run(_ingest(settings, settings.corpus_dir, False, DEFAULT_CORPUS)), flush=True)
+        except CorpusConflict as exc:
+            # Someone put another folder in the default corpus on purpose (--replace): serve it, say so.
+            print(f"not ingesting {settings.corpus_dir}: {exc}", flush=True)
     else:
         asyncio.run(_migrate(settings))
     print(f"serving on http://{host}:{port} (profile {settings.profile}); Ctrl-C stops", flush=True)
@@ -215,6 +244,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_evals(args: argparse.Namespace) -> int:
+    from provenance.corpora import valid_name
     from provenance.evals import run_evals
     from provenance.services import build_profile, load_embedder
 
@@ -228,14 +258,26 @@ def cmd_evals(args: argparse.Namespace) -> int:
     if settings.profile == "anthropic" and not settings.anthropic_api_key:
         print("error: --profile anthropic needs ANTHROPIC_API_KEY", file=sys.stderr)
         return 2
-    embedder = load_embedder(settings)
     corpus = Path(args.corpus) if args.corpus else settings.corpus_dir
-    cases = Path(args.cases) if args.cases else corpus.parent / "evals" / "cases.jsonl"
+    name = DEFAULT_CORPUS  # a folder given as such keeps today's report names
+    if args.corpus and not corpus.is_dir() and valid_name(args.corpus):
+        # A stored corpus: its evals run over the folder it was ingested from, with that folder's cases.
+        folder = asyncio.run(_corpus_folder(settings, args.corpus))
+        if folder is None:
+            print(f"error: {args.corpus!r} is neither a folder nor a corpus ingested from one", file=sys.stderr)
+            return 2
+        corpus, name = folder, args.corpus
+    own_cases = corpus / "cases.jsonl"
+    cases = (
+        Path(args.cases) if args.cases else own_cases if own_cases.exists() else corpus.parent / "evals" / "cases.jsonl"
+    )
     if not cases.exists():
-        print(f"error: no cases file at {cases}", file=sys.stderr)
+        print(f"error: no cases file at {cases} (a corpus's own go in its folder, as cases.jsonl)", file=sys.stderr)
         return 2
-    out = Path(args.out) if args.out else Path("evals") / "results.md"
-    title = args.title or f"Evals: {corpus.resolve().name}"
+    embedder = load_embedder(settings)
+    default_out = "results.md" if name == DEFAULT_CORPUS else f"results-{name}.md"
+    out = Path(args.out) if args.out else Path("evals") / default_out
+    title = args.title or f"Evals: {name if name != DEFAULT_CORPUS else corpus.resolve().name}"
     _, score = asyncio.run(
         run_evals(
             settings,
@@ -287,19 +329,40 @@ def build_parser() -> argparse.ArgumentParser:
     keys_sub.add_parser("list", help="names, created and revoked times (never the keys)")
     keys.set_defaults(func=cmd_keys, usage=_usage(keys))
 
-    warm = sub.add_parser("warm-cache", help="answer the page's example questions now so they are cached")
+    warm = sub.add_parser("warm-cache", help="answer each corpus's example questions now so they are cached")
+    warm.add_argument("--corpus", default=None, help="only this corpus's examples (default: every corpus's)")
     warm.set_defaults(func=cmd_warm_cache)
 
     ingest = sub.add_parser("ingest", help="chunk, embed and store a folder of .md/.txt files")
     ingest.add_argument("dir", nargs="?", default=None, help="folder to ingest (default: CORPUS_DIR or corpus/)")
     ingest.add_argument("--force", action="store_true", help="re-embed every passage")
+    ingest.add_argument(
+        "--corpus",
+        default=DEFAULT_CORPUS,
+        metavar="NAME",
+        help="the corpus to ingest into, kept beside the others (default: default, what `serve --ingest` serves)",
+    )
+    ingest.add_argument(
+        "--replace",
+        action="store_true",
+        help="let DIR replace a corpus that was ingested from another folder (says what it removed)",
+    )
     ingest.set_defaults(func=cmd_ingest)
 
     evals = sub.add_parser("evals", help="run eval cases through the pipeline and write a scorecard")
-    evals.add_argument("--corpus", default=None, help="folder to ingest into an isolated schema (default: corpus/)")
-    evals.add_argument("--cases", default=None, help="cases JSONL (default: evals/cases.jsonl beside the corpus)")
+    evals.add_argument(
+        "--corpus",
+        default=None,
+        help="a folder, or the name of an ingested corpus (its folder); ingested into an isolated schema "
+        "(default: corpus/)",
+    )
+    evals.add_argument(
+        "--cases", default=None, help="cases JSONL (default: the corpus folder's cases.jsonl, else evals/cases.jsonl)"
+    )
     evals.add_argument("--profile", choices=["local", "anthropic"], default=None)
-    evals.add_argument("--out", default=None, help="Markdown report (default: evals/results.md)")
+    evals.add_argument(
+        "--out", default=None, help="Markdown report (default: evals/results.md, results-NAME.md for a named corpus)"
+    )
     evals.add_argument("--json", default=None, help="also write one JSON record per case here")
     evals.add_argument("--title", default=None, help="report title")
     evals.add_argument("--k-sweep", default=None, help="comma-separated k values to sweep (default 2,4,6,8)")

@@ -35,6 +35,12 @@ class NotFound(ServiceError):
         super().__init__(404, "not_found", message)
 
 
+class UnknownCorpus(ServiceError):
+    def __init__(self, name: str, known: list[str]) -> None:
+        have = ", ".join(repr(n) for n in known) if known else "none yet (run `provenance ingest`)"
+        super().__init__(404, "unknown_corpus", f"there is no corpus named {name!r}; the corpora are: {have}")
+
+
 class DatabaseUnavailable(ServiceError):
     def __init__(self, message: str = "the database is unavailable; try again shortly") -> None:
         super().__init__(503, "database_unavailable", message, {"Retry-After": "5"})

@@ -1,4 +1,6 @@
-"""Ingest a folder of Markdown/text files: chunk, embed what changed, replace the corpus in one transaction."""
+"""Ingest a folder of Markdown/text files into a named corpus: chunk, embed what changed, replace that
+corpus's passages in one transaction. Other corpora are left alone; ingesting another folder into a corpus
+replaces its contents only when asked to (`replace`)."""
 
 from __future__ import annotations
 
@@ -7,18 +9,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from provenance.chunking import Chunk, chunk_document
+from provenance.corpora import DEFAULT_CORPUS, EXAMPLE_FILES, CorpusMeta, describe, valid_name
 from provenance.embedder import Embedder
 from provenance.errors import ConfigurationError
 from provenance.progress import Progress
-from provenance.store import PassageRow, Store
+from provenance.store import CorpusDescription, PassageRow, Store
 
 SUFFIXES = (".md", ".markdown", ".txt")
 # A file whose first line is this marker documents the corpus rather than belonging to it (COVERAGE.md).
 IGNORE_MARKER = "<!-- provenance: ignore -->"
 CHUNKER_VERSION = "1"
+REMOVED_SHOWN = 5
+
+
+class CorpusConflict(ConfigurationError):
+    """The corpus holds another folder's documents; replacing them must be asked for."""
 
 
 @dataclass
@@ -38,14 +47,28 @@ class IngestReport:
     version: str | None = None
     unchanged: bool = False
     hnsw_built: bool = False
+    corpus: str = DEFAULT_CORPUS
+    removed: dict[str, int] = field(default_factory=dict)  # source file -> passages removed
+    replaced_from: str | None = None  # the folder whose documents this ingest replaced
 
     def summary(self) -> str:
         if self.unchanged:
-            return f"corpus unchanged ({self.passages} passages, version {self.version}); nothing embedded"
-        lines = [
-            f"ingested {self.files} files: {self.passages} passages, {self.embedded} embedded, "
-            f"{self.deleted} removed; corpus version {self.version}"
-        ]
+            return (
+                f"corpus {self.corpus} unchanged ({self.passages} passages, version {self.version}); nothing embedded"
+            )
+        lines = []
+        if self.replaced_from:
+            lines.append(f"replacing corpus {self.corpus}: its documents came from {self.replaced_from}")
+        removed = ""
+        if self.removed:
+            shown = [f"{name}: {n}" for name, n in list(self.removed.items())[:REMOVED_SHOWN]]
+            if len(self.removed) > REMOVED_SHOWN:
+                shown.append(f"and {len(self.removed) - REMOVED_SHOWN} more files")
+            removed = f" ({', '.join(shown)})"
+        lines.append(
+            f"ingested {self.files} files into corpus {self.corpus}: {self.passages} passages, {self.embedded} "
+            f"embedded, {self.deleted} removed{removed}; corpus version {self.version}"
+        )
         lines += [f"skipped {name}: {why}" for name, why in self.skipped_files]
         if self.hnsw_built:
             lines.append("built the HNSW index")
@@ -62,6 +85,8 @@ def read_sources(directory: Path) -> tuple[list[SourceFile], list[tuple[str, str
         if not path.is_file() or path.name.startswith("."):
             continue
         name = path.relative_to(directory).as_posix()
+        if name in EXAMPLE_FILES:
+            continue  # the corpus's example questions (provenance.corpora), not a document
         if path.suffix.lower() not in SUFFIXES:
             skipped.append((name, f"not a .md or .txt file ({path.suffix or 'no suffix'})"))
             continue
@@ -83,10 +108,13 @@ def read_sources(directory: Path) -> tuple[list[SourceFile], list[tuple[str, str
     return files, skipped
 
 
-def fingerprint(files: list[SourceFile], model: str, max_tokens: int) -> str:
+def fingerprint(files: list[SourceFile], model: str, max_tokens: int, meta: CorpusMeta | None = None) -> str:
     h = hashlib.sha256(f"{model}|{max_tokens}|{CHUNKER_VERSION}".encode())
     for f in files:
         h.update(f"\n{f.name}\0{f.raw_hash}".encode())
+    if meta is not None:
+        # A new description or example alone is a change to store, though nothing needs embedding.
+        h.update(msgspec.json.encode(meta))
     return h.hexdigest()
 
 
@@ -105,14 +133,33 @@ async def ingest(
     max_tokens: int = 256,
     hnsw_min_passages: int = 20_000,
     force: bool = False,
+    corpus: str = DEFAULT_CORPUS,
+    replace: bool = False,
 ) -> IngestReport:
+    if not valid_name(corpus):
+        raise ConfigurationError(
+            f"corpus name {corpus!r}: use 1-40 lowercase letters, digits, '-' or '_', starting with a letter or digit"
+        )
     files, skipped = read_sources(directory)
-    report = IngestReport(files=len(files), skipped_files=skipped)
+    report = IngestReport(files=len(files), skipped_files=skipped, corpus=corpus)
     if not files:
         raise ConfigurationError(f"no readable .md or .txt files in {directory}")
-    fp = fingerprint(files, model_name, max_tokens)
-    state = await store.corpus_state()
-    if state and not force and state.fingerprint == fp and state.embedding_model == model_name:
+    meta = describe(directory, [(f.name, f.text) for f in files])
+    fp = fingerprint(files, model_name, max_tokens, meta)
+    source_dir = str(directory.resolve())
+    state = await store.corpus_state(corpus)
+    if state and state.source_dir and state.source_dir != source_dir:
+        if not replace:
+            raise CorpusConflict(
+                f"corpus {corpus} holds {state.passage_count} passages from {state.source_dir}; ingesting "
+                f"{source_dir} would replace them. Name another corpus (--corpus NAME) to keep both, or pass "
+                "--replace to replace them."
+            )
+        report.replaced_from = state.source_dir
+    # A corpus that doesn't know its folder yet (ingested before it was recorded) gets one full pass, which
+    # embeds nothing unchanged and records the folder and the description.
+    same_folder = state is not None and state.source_dir == source_dir
+    if state and same_folder and not force and state.fingerprint == fp and state.embedding_model == model_name:
         # Same files, same model: skip without even loading the embedder (a restart stays fast).
         report.unchanged, report.passages, report.version = True, state.passage_count, state.version
         return report
@@ -131,7 +178,7 @@ async def ingest(
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         raise ConfigurationError(f"duplicate passage ids: {', '.join(dupes[:5])}")
 
-    stored = await store.stored_hashes()
+    stored = await store.stored_hashes(corpus)
     todo = [c for c in chunks if force or stored.get(c.id) != (c.content_hash, model_name)]
     embeddings: dict[str, np.ndarray] = {}
     progress = Progress(len(todo), "embedding")
@@ -150,15 +197,23 @@ async def ingest(
         entry["passages"] += 1
         entry["tokens"] += c.token_count
     rows = [PassageRow(c.id, c.source, c.heading, c.position, c.text, c.token_count, c.content_hash) for c in chunks]
-    upserted, deleted = await store.replace_corpus(
+    upserted, removed = await store.replace_corpus(
         rows,
         embeddings,
         model_name,
         version,
         fp,
         [{"source": name, **counts} for name, counts in sorted(per_file.items())],
+        CorpusDescription(
+            name=corpus,
+            source_dir=source_dir,
+            title=meta.title,
+            description=meta.description,
+            examples=msgspec.to_builtins(meta.examples),
+        ),
     )
-    report.passages, report.embedded, report.deleted, report.version = len(chunks), upserted, deleted, version
+    report.passages, report.embedded, report.version = len(chunks), upserted, version
+    report.removed, report.deleted = removed, sum(removed.values())
     if len(chunks) >= hnsw_min_passages:
         report.hnsw_built = await store.ensure_hnsw_index()
     return report

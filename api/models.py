@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -30,9 +30,22 @@ class Wire(msgspec.Struct, rename="camel", kw_only=True):
 QUESTION_PATTERN = r"^[^\x00]*[^\x00\s][^\x00]*$"
 
 
+# A corpus name: what `provenance ingest --corpus` accepts and the corpus_state table's CHECK (004_corpora.sql).
+CORPUS_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,39}$"
+CorpusName = Annotated[
+    str,
+    msgspec.Meta(
+        pattern=CORPUS_NAME_PATTERN,
+        max_length=40,
+        description="a corpus from GET /corpora; the default corpus when absent",
+    ),
+]
+
+
 class AskRequest(Wire, forbid_unknown_fields=True):
     question: str
     turnstile_token: str | None = None
+    corpus: CorpusName | None = None
 
 
 # --- stages -------------------------------------------------------------------------------------
@@ -203,6 +216,7 @@ class AskResponse(Wire):
     stages: Stages
     message: str | None = None
     corpus_version: str | None = None
+    corpus: str | None = None
 
 
 # --- other endpoints ----------------------------------------------------------------------------
@@ -224,12 +238,38 @@ class CorpusFile(Wire):
     tokens: int
 
 
+class CorpusExample(Wire):
+    question: str
+    # False for an example that shows a refusal: a question the corpus deliberately doesn't answer.
+    covered: bool = True
+
+
+class CorpusSummary(Wire):
+    """What a corpus is about, in its own words (its README.md, else its headings), and what to ask it."""
+
+    name: str
+    title: str
+    description: str
+    examples: list[CorpusExample]
+    passage_count: int
+    version: str
+
+
+class Corpora(Wire):
+    default: str | None
+    corpora: list[CorpusSummary]
+
+
 class CorpusInfo(Wire):
     version: str | None
     model: str | None
     passage_count: int
     files: list[CorpusFile]
     ingested_at: str | None = None
+    name: str | None = None
+    title: str | None = None
+    description: str | None = None
+    examples: list[CorpusExample] = msgspec.field(default_factory=list)
 
 
 class PassageOut(Wire):
@@ -245,4 +285,3 @@ class PublicConfig(Wire):
     profile: str
     turnstile_site_key: str | None
     max_question_chars: int
-    examples: list[str]

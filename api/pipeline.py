@@ -16,7 +16,9 @@ import msgspec
 
 from provenance import text as T
 from provenance.admission import Admission
+from provenance.corpora import default_of
 from provenance.embedder import Embedder
+from provenance.errors import UnknownCorpus
 from provenance.guards.base import Guards, NoGuards, RateLimitResult
 from provenance.logs import get_logger
 from provenance.models import (
@@ -83,8 +85,8 @@ class Pipeline:
         self.profile = profile
         self.guards: Guards = guards or NoGuards()
         self.admission = Admission(settings.ask_concurrency, settings.ask_queue_max, settings.ask_queue_timeout_s)
-        self.corpus_model: str | None = None
-        self.corpus_version: str | None = None
+        # corpus name -> (embedding model, version), as of the last look at the database
+        self.corpora: dict[str, tuple[str, str]] = {}
         self.corpus_check_every_s = CORPUS_CHECK_EVERY_S
         self._corpus_checked = time.monotonic()
 
@@ -96,17 +98,42 @@ class Pipeline:
         if now - self._corpus_checked < self.corpus_check_every_s:
             return
         self._corpus_checked = now
-        if await self.store.corpus_version() != self.corpus_version:
+        if await self.store.corpus_versions() != {name: v for name, (_, v) in self.corpora.items()}:
             await self.refresh_corpus()
 
     async def refresh_corpus(self) -> None:
         self._corpus_checked = time.monotonic()
-        state = await self.store.corpus_state()
-        self.corpus_model = state.embedding_model if state else None
-        self.corpus_version = state.version if state else None
         if self.profile.on_corpus is not None:
             texts = await self.store.passage_texts(CORPUS_VOCABULARY_PASSAGES)
             await asyncio.to_thread(self.profile.on_corpus, texts)
+        self.corpora = {c.name: (c.embedding_model, c.version) for c in await self.store.corpora()}
+
+    @property
+    def default_corpus(self) -> str:
+        return default_of(self.corpora)
+
+    @property
+    def corpus_model(self) -> str | None:
+        return self.corpora.get(self.default_corpus, (None, None))[0]
+
+    @property
+    def corpus_version(self) -> str | None:
+        return self.corpora.get(self.default_corpus, (None, None))[1]
+
+    async def resolve_corpus(self, name: str | None) -> str:
+        """The corpus a question is for; an unknown name is the client's error (404), after one fresh look in
+        case it was ingested since the last."""
+        if name is None:
+            return self.default_corpus
+        if name not in self.corpora:
+            await self.refresh_corpus()
+            if name not in self.corpora:
+                raise UnknownCorpus(name, sorted(self.corpora))
+        return name
+
+    def answer_cache_key(self, question: str, corpus: str) -> str:
+        version = self.corpora.get(corpus, (None, None))[1]
+        return self.guards.cache_key(question, f"{corpus}@{version or '-'}", self.settings_fingerprint())
 
     def settings_fingerprint(self) -> str:
         s = self.settings
@@ -124,10 +151,13 @@ class Pipeline:
         peer_ip: str | None = None,
         headers: Mapping[str, str] | None = None,
         use_cache: bool = True,
+        corpus: str | None = None,
     ) -> Outcome:
         started = time.perf_counter()
         stages = Stages()
-        run = _Run(self, question, request_id, stages, started)
+        await self.notice_new_corpus()
+        corpus = await self.resolve_corpus(corpus)
+        run = _Run(self, question, request_id, stages, started, corpus)
         headers = headers or {}
 
         # 1. Bot check: Turnstile for browsers, an API key for other apps. Turnstile is told the client's
@@ -144,8 +174,7 @@ class Pipeline:
 
         # 2. Cache, before the rate limit: a cached answer is one indexed read and no model call, so it is
         # not counted against the hourly limit, and a client that has used its quota up still gets it.
-        await self.notice_new_corpus()
-        cache_key = self.guards.cache_key(question, self.corpus_version, self.settings_fingerprint())
+        cache_key = self.answer_cache_key(question, corpus)
         if use_cache:
             hit = await self.guards.cache_get(cache_key)
             stages.cache = hit.stage
@@ -244,7 +273,15 @@ class Pipeline:
         # 7. Screening by the classifier (the deny-list ran before admission). Free local work (embedding
         # and retrieval) runs alongside a paid classifier call; the local classifier needs retrieval's scores.
         retrieval_task = asyncio.create_task(
-            retrieve(question, self.embedder, self.store, s.retrieval_k, s.retrieval_mode, self.corpus_model)
+            retrieve(
+                question,
+                self.embedder,
+                self.store,
+                s.retrieval_k,
+                s.retrieval_mode,
+                self.corpora.get(run.corpus, (None, None))[0],
+                corpus=run.corpus,
+            )
         )
         screen_timer = Timer()
         try:
@@ -337,12 +374,15 @@ def withhold_unquoted(claim: ClaimResult, passages: Sequence[ScoredPassage]) -> 
 class _Run:
     """Builds the final AskResponse from whatever stages ran."""
 
-    def __init__(self, pipeline: Pipeline, question: str, request_id: str, stages: Stages, started: float) -> None:
+    def __init__(
+        self, pipeline: Pipeline, question: str, request_id: str, stages: Stages, started: float, corpus: str
+    ) -> None:
         self.pipeline = pipeline
         self.question = question
         self.request_id = request_id
         self.stages = stages
         self.started = started
+        self.corpus = corpus
 
     def finish(
         self,
@@ -382,7 +422,8 @@ class _Run:
             total_ms=round((time.perf_counter() - self.started) * 1000, 2),
             stages=stages,
             message=message,
-            corpus_version=self.pipeline.corpus_version,
+            corpus_version=self.pipeline.corpora.get(self.corpus, (None, None))[1],
+            corpus=self.corpus,
         )
         return Outcome(response, http_status, headers or {})
 

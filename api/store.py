@@ -11,6 +11,7 @@ import asyncpg
 import msgspec
 import numpy as np
 
+from provenance.corpora import DEFAULT_CORPUS
 from provenance.errors import Overloaded
 
 
@@ -48,6 +49,43 @@ class CorpusState(msgspec.Struct, frozen=True):
     passage_count: int
     files: list[dict[str, Any]]
     ingested_at: dt.datetime
+    name: str = DEFAULT_CORPUS
+    source_dir: str | None = None
+    title: str = ""
+    description: str = ""
+    examples: list[dict[str, Any]] = msgspec.field(default_factory=list)
+
+
+class CorpusDescription(msgspec.Struct, frozen=True):
+    """What ingest stores about a corpus beside its passages."""
+
+    name: str
+    source_dir: str | None
+    title: str
+    description: str
+    examples: list[dict[str, Any]]
+
+
+_CORPUS_COLUMNS = (
+    "name, version, embedding_model, fingerprint, passage_count, files::text AS files, ingested_at, source_dir,"
+    " title, description, examples::text AS examples"
+)
+
+
+def _corpus_state(row: Any) -> CorpusState:
+    return CorpusState(
+        version=row["version"],
+        embedding_model=row["embedding_model"],
+        fingerprint=row["fingerprint"],
+        passage_count=row["passage_count"],
+        files=msgspec.json.decode(row["files"]),
+        ingested_at=row["ingested_at"],
+        name=row["name"],
+        source_dir=row["source_dir"],
+        title=row["title"],
+        description=row["description"],
+        examples=msgspec.json.decode(row["examples"]),
+    )
 
 
 class ApiKeyRow(msgspec.Struct, frozen=True):
@@ -105,32 +143,28 @@ class Store:
             count: int = await conn.fetchval("SELECT count(*) FROM passages")
             return count
 
-    async def corpus_state(self) -> CorpusState | None:
+    async def corpus_state(self, corpus: str = DEFAULT_CORPUS) -> CorpusState | None:
+        async with self._conn() as conn:
+            row = await conn.fetchrow(f"SELECT {_CORPUS_COLUMNS} FROM corpus_state WHERE name = $1", corpus)
+        return None if row is None else _corpus_state(row)
+
+    async def corpora(self) -> list[CorpusState]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(f"SELECT {_CORPUS_COLUMNS} FROM corpus_state ORDER BY name")
+        return [_corpus_state(r) for r in rows]
+
+    async def corpus_versions(self) -> dict[str, str]:
+        """corpus name -> version: one small read that tells a running server whether anything was ingested."""
+        async with self._conn() as conn:
+            rows = await conn.fetch("SELECT name, version FROM corpus_state")
+        return {r["name"]: r["version"] for r in rows}
+
+    async def passage(self, passage_id: str, corpus: str = DEFAULT_CORPUS) -> StoredPassage | None:
         async with self._conn() as conn:
             row = await conn.fetchrow(
-                "SELECT version, embedding_model, fingerprint, passage_count, files::text AS files,"
-                " ingested_at FROM corpus_state WHERE singleton"
-            )
-        if row is None:
-            return None
-        return CorpusState(
-            version=row["version"],
-            embedding_model=row["embedding_model"],
-            fingerprint=row["fingerprint"],
-            passage_count=row["passage_count"],
-            files=msgspec.json.decode(row["files"]),
-            ingested_at=row["ingested_at"],
-        )
-
-    async def corpus_version(self) -> str | None:
-        async with self._conn() as conn:
-            version: str | None = await conn.fetchval("SELECT version FROM corpus_state WHERE singleton")
-            return version
-
-    async def passage(self, passage_id: str) -> StoredPassage | None:
-        async with self._conn() as conn:
-            row = await conn.fetchrow(
-                "SELECT id, source, heading, text, token_count, embedding_model FROM passages WHERE id = $1",
+                "SELECT id, source, heading, text, token_count, embedding_model FROM passages"
+                " WHERE corpus = $1 AND id = $2",
+                corpus,
                 passage_id,
             )
         return None if row is None else StoredPassage(**dict(row))
@@ -140,19 +174,22 @@ class Store:
             rows = await conn.fetch("SELECT text FROM passages ORDER BY source, position LIMIT $1", limit)
         return [r["text"] for r in rows]
 
-    async def passages_by_ids(self, ids: Sequence[str]) -> list[StoredPassage]:
+    async def passages_by_ids(self, ids: Sequence[str], corpus: str = DEFAULT_CORPUS) -> list[StoredPassage]:
         async with self._conn() as conn:
             rows = await conn.fetch(
                 "SELECT id, source, heading, text, token_count, embedding_model FROM passages"
-                " WHERE id = ANY($1::text[])",
+                " WHERE corpus = $1 AND id = ANY($2::text[])",
+                corpus,
                 list(ids),
             )
         return [StoredPassage(**dict(r)) for r in rows]
 
-    async def stored_hashes(self) -> dict[str, tuple[str, str]]:
+    async def stored_hashes(self, corpus: str = DEFAULT_CORPUS) -> dict[str, tuple[str, str]]:
         """passage id -> (content hash, embedding model), to skip re-embedding unchanged passages."""
         async with self._conn() as conn:
-            rows = await conn.fetch("SELECT id, content_hash, embedding_model FROM passages")
+            rows = await conn.fetch(
+                "SELECT id, content_hash, embedding_model FROM passages WHERE corpus = $1 ORDER BY id", corpus
+            )
         return {r["id"]: (r["content_hash"], r["embedding_model"]) for r in rows}
 
     async def replace_corpus(
@@ -163,25 +200,32 @@ class Store:
         version: str,
         fingerprint: str,
         files: list[dict[str, Any]],
-    ) -> tuple[int, int]:
-        """Make the passages table equal `rows` in one transaction; returns (upserted, deleted).
+        about: CorpusDescription | None = None,
+    ) -> tuple[int, dict[str, int]]:
+        """Make the corpus's passages equal `rows` in one transaction; other corpora are left alone.
+        Returns (upserted, {source: passages removed}).
 
         Rows without a new embedding keep their stored one (their content hash is unchanged).
         An interrupted call leaves the previous corpus version intact: nothing commits until the end.
         """
+        about = about or CorpusDescription(DEFAULT_CORPUS, None, "", "", [])
+        corpus = about.name
         keep = [r.id for r in rows]
         async with self._conn() as conn, conn.transaction():
-            deleted = await conn.fetchval(
-                "WITH d AS (DELETE FROM passages WHERE NOT (id = ANY($1::text[])) RETURNING 1) SELECT count(*) FROM d",
+            removed = await conn.fetch(
+                "WITH d AS (DELETE FROM passages WHERE corpus = $1 AND NOT (id = ANY($2::text[])) RETURNING source)"
+                " SELECT source, count(*) AS n FROM d GROUP BY source ORDER BY source",
+                corpus,
                 keep,
             )
             new_rows = [r for r in rows if r.id in embeddings]
             await conn.executemany(
                 """
                 INSERT INTO passages
-                    (id, source, heading, position, text, token_count, embedding, embedding_model, content_hash)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-                ON CONFLICT (id) DO UPDATE SET
+                    (corpus, id, source, heading, position, text, token_count, embedding, embedding_model,
+                     content_hash)
+                VALUES ($10, $1, $2, $3, $4, $5, $6, $7, $8, $9)
+                ON CONFLICT (corpus, id) DO UPDATE SET
                     source = EXCLUDED.source, heading = EXCLUDED.heading, position = EXCLUDED.position,
                     text = EXCLUDED.text, token_count = EXCLUDED.token_count, embedding = EXCLUDED.embedding,
                     embedding_model = EXCLUDED.embedding_model, content_hash = EXCLUDED.content_hash,
@@ -198,31 +242,41 @@ class Store:
                         embeddings[r.id],
                         model,
                         r.content_hash,
+                        corpus,
                     )
                     for r in new_rows
                 ],
             )
             # Unchanged passages may still have moved within their file.
             await conn.executemany(
-                "UPDATE passages SET position = $2, heading = $3 WHERE id = $1 AND (position <> $2 OR heading <> $3)",
-                [(r.id, r.position, r.heading) for r in rows if r.id not in embeddings],
+                "UPDATE passages SET position = $3, heading = $4"
+                " WHERE corpus = $1 AND id = $2 AND (position <> $3 OR heading <> $4)",
+                [(corpus, r.id, r.position, r.heading) for r in rows if r.id not in embeddings],
             )
             await conn.execute(
                 """
-                INSERT INTO corpus_state (singleton, version, embedding_model, fingerprint, passage_count, files)
-                VALUES (true, $1, $2, $3, $4, $5::jsonb)
-                ON CONFLICT (singleton) DO UPDATE SET
+                INSERT INTO corpus_state
+                    (name, version, embedding_model, fingerprint, passage_count, files, source_dir, title,
+                     description, examples)
+                VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10::jsonb)
+                ON CONFLICT (name) DO UPDATE SET
                     version = EXCLUDED.version, embedding_model = EXCLUDED.embedding_model,
                     fingerprint = EXCLUDED.fingerprint, passage_count = EXCLUDED.passage_count,
-                    files = EXCLUDED.files, ingested_at = now()
+                    files = EXCLUDED.files, source_dir = EXCLUDED.source_dir, title = EXCLUDED.title,
+                    description = EXCLUDED.description, examples = EXCLUDED.examples, ingested_at = now()
                 """,
+                corpus,
                 version,
                 model,
                 fingerprint,
                 len(rows),
                 msgspec.json.encode(files).decode(),
+                about.source_dir,
+                about.title,
+                about.description,
+                msgspec.json.encode(about.examples).decode(),
             )
-        return len(new_rows), int(deleted)
+        return len(new_rows), {r["source"]: int(r["n"]) for r in removed}
 
     async def ensure_hnsw_index(self) -> bool:
         """Create the HNSW index (idempotent); returns True when it had to be built."""
@@ -243,17 +297,21 @@ class Store:
 
     # --- retrieval -----------------------------------------------------------------------------
 
-    async def vector_search(self, query: np.ndarray, k: int) -> list[ScoredPassage]:
-        async with self._conn() as conn:
+    async def vector_search(self, query: np.ndarray, k: int, corpus: str = DEFAULT_CORPUS) -> list[ScoredPassage]:
+        async with self._conn() as conn, conn.transaction():
+            # The HNSW index (one over every corpus) yields its nearest rows before the corpus filter; an
+            # iterative scan keeps reading until k of this corpus's are found (pgvector >= 0.8).
+            await conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
             rows = await conn.fetch(
                 "SELECT id, source, heading, text, 1 - (embedding <=> $1) AS score"
-                " FROM passages ORDER BY embedding <=> $1 LIMIT $2",
+                " FROM passages WHERE corpus = $3 ORDER BY embedding <=> $1 LIMIT $2",
                 query,
                 k,
+                corpus,
             )
         return [ScoredPassage(**dict(r)) for r in rows]
 
-    async def text_search(self, question: str, k: int) -> list[ScoredPassage]:
+    async def text_search(self, question: str, k: int, corpus: str = DEFAULT_CORPUS) -> list[ScoredPassage]:
         async with self._conn() as conn:
             rows = await conn.fetch(
                 """
@@ -266,18 +324,21 @@ class Store:
                 )
                 SELECT id, source, heading, text, ts_rank_cd(tsv, q.query) AS score
                 FROM passages, q
-                WHERE tsv @@ q.query
+                WHERE corpus = $3 AND tsv @@ q.query
                 ORDER BY score DESC, id
                 LIMIT $2
                 """,
                 question,
                 k,
+                corpus,
             )
         return [ScoredPassage(**dict(r)) for r in rows]
 
-    async def embeddings_for(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+    async def embeddings_for(self, ids: Sequence[str], corpus: str = DEFAULT_CORPUS) -> dict[str, np.ndarray]:
         async with self._conn() as conn:
-            rows = await conn.fetch("SELECT id, embedding FROM passages WHERE id = ANY($1::text[])", list(ids))
+            rows = await conn.fetch(
+                "SELECT id, embedding FROM passages WHERE corpus = $1 AND id = ANY($2::text[])", corpus, list(ids)
+            )
         return {r["id"]: np.asarray(r["embedding"].to_numpy(), dtype=np.float32) for r in rows}
 
     # --- guards ----------------------------------------------------------------------------------

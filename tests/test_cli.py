@@ -162,7 +162,7 @@ def test_a_warm_make_run_prints_the_two_lines_the_readme_promises(tmp_path: Path
         lines = cold.start_up()
     finally:
         after = cold.stop()
-    assert lines[0].startswith("ingested 2 files: "), lines
+    assert lines[0].startswith("ingested 2 files into corpus default: "), lines
     assert lines[1:] == [f"serving on http://127.0.0.1:{port} (profile local); Ctrl-C stops"]
     assert not [line for line in after if "Interrupt" not in line], after  # make's own note on Ctrl-C only
 
@@ -172,7 +172,7 @@ def test_a_warm_make_run_prints_the_two_lines_the_readme_promises(tmp_path: Path
     finally:
         warm.stop()
     assert len(lines) == 2, lines
-    assert lines[0].startswith("corpus unchanged ("), lines
+    assert lines[0].startswith("corpus default unchanged ("), lines
     assert lines[1] == f"serving on http://127.0.0.1:{port} (profile local); Ctrl-C stops"
 
     # What initdb and pg_ctl said is kept, in a file under the data folder.

@@ -12,7 +12,6 @@ import msgspec
 import pytest
 import pytest_asyncio
 
-from provenance.app import EXAMPLES
 from provenance.cli import main
 from provenance.db import create_pool, migrate
 from provenance.embedder import Embedder
@@ -89,9 +88,7 @@ async def test_blocked_responses_are_never_cached(services: Services) -> None:
         response = await _ask(services.pipeline, INJECTION)
         assert response.status == "blocked" and response.reason == "injection"
         assert not response.cached and response.stages.cache.status == "miss"
-    key = services.pipeline.guards.cache_key(
-        INJECTION, services.pipeline.corpus_version, services.pipeline.settings_fingerprint()
-    )
+    key = services.pipeline.answer_cache_key(INJECTION, services.pipeline.default_corpus)
     assert await services.store.cache_get(key) is None
 
 
@@ -160,7 +157,10 @@ def test_warm_cache_cli_caches_the_examples(
         capsys.readouterr()
         assert main(["warm-cache"]) == 0
         first = capsys.readouterr().out.splitlines()
-        assert len(first) == len(EXAMPLES)
+        # corpus/examples.json's questions, as the page asks them (no label prefixed to any).
+        examples = msgspec.json.decode((CORPUS / "examples.json").read_bytes())
+        questions = [e if isinstance(e, str) else e["question"] for e in examples]
+        assert [line.split(") default: ", 1)[1] for line in first] == questions
         assert all("(cached now," in line for line in first), first
         assert main(["warm-cache"]) == 0
         second = capsys.readouterr().out.splitlines()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 
+from provenance.corpora import DEFAULT_CORPUS
 from provenance.embedder import Embedder, embed_query_async
 from provenance.errors import ServiceError
 from provenance.models import RetrievalStage, RetrievedPassage
@@ -45,6 +46,8 @@ async def retrieve(
     k: int,
     mode: str,
     corpus_model: str | None,
+    *,
+    corpus: str = DEFAULT_CORPUS,
 ) -> RetrievalOutcome:
     timer = Timer()
     if corpus_model is not None and corpus_model != embedder.model_name:
@@ -54,20 +57,20 @@ async def retrieve(
     embed_ms = embed_timer.ms
     if mode == "hybrid":
         pool_size = max(4 * k, 20)
-        vector_hits = await store.vector_search(query, pool_size)
-        text_hits = await store.text_search(question, pool_size)
+        vector_hits = await store.vector_search(query, pool_size, corpus)
+        text_hits = await store.text_search(question, pool_size, corpus)
         fused = reciprocal_rank_fusion([[p.id for p in vector_hits], [p.id for p in text_hits]])[:k]
         by_id = {p.id: p for p in vector_hits}
         missing = [pid for pid in fused if pid not in by_id]
         if missing:
             # A full-text hit outside the vector pool: show its real cosine, not the text rank.
-            vectors = await store.embeddings_for(missing)
+            vectors = await store.embeddings_for(missing, corpus)
             for p in text_hits:
                 if p.id in vectors:
                     by_id[p.id] = msgspec.structs.replace(p, score=float(np.dot(vectors[p.id], query)))
         passages = [by_id[pid] for pid in fused if pid in by_id]
     else:
-        passages = await store.vector_search(query, k)
+        passages = await store.vector_search(query, k, corpus)
     # Sentences that speak to the model are held back from every later stage (and from this record).
     held = quarantine(passages)
     passages = held.passages
