@@ -1,31 +1,29 @@
-// Provenance page: load /config, ask /ask, render the outcome. No framework, no build step.
+// Provenance page: load /config and /corpora, ask /ask, render the outcome. No framework, no build step.
+// What the page says it answers from, and its example questions, come from the served corpora.
 import { h, fmtWait } from './dom.js';
 import { renderResponse } from './render.js';
 
 const UNCOVERED = "Ask something the docs don't cover";
-const FALLBACK_CONFIG = {
-  profile: null,
-  turnstileSiteKey: null,
-  maxQuestionChars: 500,
-  examples: [
-    'How much does a standard locker cost per month?',
-    'What are the opening hours on Saturday?',
-    `${UNCOVERED}: is there car parking for members?`,
-  ],
-};
+const FALLBACK_CONFIG = { profile: null, turnstileSiteKey: null, maxQuestionChars: 500 };
 const ASK_TIMEOUT_MS = 90_000;
 const TURNSTILE_SRC = 'https://challenges.cloudflare.com/turnstile/v0/api.js?render=explicit';
 
 const $ = (id) => document.getElementById(id);
 const els = {};
-const state = { busy: false, token: null, widgetId: null, turnstileReady: false, passages: new Map() };
+const state = {
+  busy: false, token: null, widgetId: null, turnstileReady: false, passages: new Map(), corpora: [], corpus: null,
+};
 
 document.addEventListener('DOMContentLoaded', init);
 
 async function init() {
   for (const id of ['ask-form', 'question', 'ask-button', 'question-count', 'loading', 'error', 'result',
-    'profile', 'turnstile', 'turnstile-note']) els[id] = $(id);
-  els.examples = [0, 1, 2].map((i) => $(`example-${i}`));
+    'profile', 'turnstile', 'turnstile-note', 'examples-list', 'corpus-select', 'corpus-title',
+    'corpus-description']) els[id] = $(id);
+  els.examples = [];
+  els.corpus = document.querySelector('[data-testid="corpus"]');
+  els.corpusPick = document.querySelector('[data-testid="corpus-pick"]');
+  els['corpus-select'].addEventListener('change', () => selectCorpus(els['corpus-select'].value));
   // The result area: a live summary (verdict + answer or why) and the details (evidence, pipeline).
   els.summary = h('div', { class: 'result__summary', 'aria-live': 'polite' });
   els.details = h('div', { class: 'result__details' });
@@ -41,11 +39,13 @@ async function init() {
   els.question.addEventListener('input', updateCount);
 
   applyConfig(FALLBACK_CONFIG);
-  const config = await loadConfig();
+  const params = new URLSearchParams(window.location.search);
+  const [config, corpora] = await Promise.all([loadJson('/config'), loadJson('/corpora')]);
   if (config) applyConfig(config);
+  if (corpora) applyCorpora(corpora, params.get('corpus'));
 
-  // A shareable link: /?q=question asks straight away.
-  const q = new URLSearchParams(window.location.search).get('q');
+  // A shareable link: /?q=question asks straight away (of ?corpus=name when given).
+  const q = params.get('q');
   if (q) {
     els.question.value = q.slice(0, els.question.maxLength);
     updateCount();
@@ -53,9 +53,9 @@ async function init() {
   }
 }
 
-async function loadConfig() {
+async function loadJson(path) {
   try {
-    const res = await fetch('/config', { headers: { Accept: 'application/json' } });
+    const res = await fetch(path, { headers: { Accept: 'application/json' } });
     if (!res.ok) return null;
     return await res.json();
   } catch {
@@ -71,33 +71,50 @@ function applyConfig(cfg) {
     els.profile.textContent = `Profile: ${cfg.profile}`;
     els.profile.hidden = false;
   }
-  const examples = Array.isArray(cfg.examples) && cfg.examples.length >= 3 ? cfg.examples : FALLBACK_CONFIG.examples;
-  els.examples.forEach((btn, i) => setExample(btn, String(examples[i]), i === 2));
   if (cfg.turnstileSiteKey && state.widgetId === null && !state.turnstileLoading) loadTurnstile(cfg.turnstileSiteKey);
 }
 
-/** The third example is the "not covered" one: label it as such and ask only the question part. */
-function setExample(btn, text, uncovered) {
-  let question = text.trim();
-  if (uncovered) {
-    const m = question.match(/^ask something the docs don['’]t cover\s*[:\-–—]\s*/i);
-    if (m) question = question.slice(m[0].length);
-    question = question.charAt(0).toUpperCase() + question.slice(1);
-    btn.replaceChildren(h('span', { class: 'example__kicker', text: UNCOVERED }), h('span', { class: 'visually-hidden', text: ': ' }),
-      h('span', { class: 'example__q', text: question }));
-  } else {
-    btn.replaceChildren(h('span', { class: 'example__q', text: question }));
-  }
-  btn.dataset.question = question;
-  if (!btn.dataset.bound) {
-    btn.dataset.bound = '1';
-    btn.addEventListener('click', () => {
-      if (state.busy) return;
-      els.question.value = btn.dataset.question;
-      updateCount();
-      ask(btn.dataset.question);
-    });
-  }
+/** The corpora from /corpora: a picker when there is more than one, then the chosen one's name and examples. */
+function applyCorpora(data, wanted) {
+  state.corpora = Array.isArray(data.corpora) ? data.corpora.filter((c) => c && typeof c.name === 'string') : [];
+  if (!state.corpora.length) return;
+  const names = state.corpora.map((c) => c.name);
+  const select = els['corpus-select'];
+  select.replaceChildren(...state.corpora.map((c) => h('option', { value: c.name, text: c.title || c.name })));
+  els.corpusPick.hidden = state.corpora.length < 2;
+  els.corpus.hidden = false;
+  selectCorpus(names.includes(wanted) ? wanted : (names.includes(data.default) ? data.default : names[0]));
+}
+
+function selectCorpus(name) {
+  const corpus = state.corpora.find((c) => c.name === name);
+  if (!corpus) return;
+  state.corpus = corpus.name;
+  els['corpus-select'].value = corpus.name;
+  els['corpus-title'].textContent = corpus.title || corpus.name;
+  els['corpus-description'].textContent = corpus.description || '';
+  const examples = Array.isArray(corpus.examples) ? corpus.examples.filter((e) => e && typeof e.question === 'string') : [];
+  els.examples = examples.map((e, i) => exampleButton(e, i));
+  els['examples-list'].replaceChildren(...els.examples);
+  els['examples-list'].closest('.examples').hidden = !examples.length;
+}
+
+/** An example the corpus doesn't cover (it shows a refusal) is labelled as such. */
+function exampleButton(example, i) {
+  const question = example.question.trim();
+  const uncovered = example.covered === false;
+  const btn = h('button', {
+    type: 'button', class: uncovered ? 'example example--uncovered' : 'example', id: `example-${i}`, 'data-testid': `example-${i}`,
+    disabled: state.busy,
+  }, uncovered ? [h('span', { class: 'example__kicker', text: UNCOVERED }), h('span', { class: 'visually-hidden', text: ': ' })] : null,
+  h('span', { class: 'example__q', text: question }));
+  btn.addEventListener('click', () => {
+    if (state.busy) return;
+    els.question.value = question;
+    updateCount();
+    ask(question);
+  });
+  return btn;
 }
 
 function updateCount() {
@@ -120,6 +137,8 @@ async function ask(raw) {
   const timer = setTimeout(() => controller.abort(), ASK_TIMEOUT_MS);
   try {
     const body = { question };
+    // Only with a choice to make: a single corpus is the default one anyway.
+    if (state.corpora.length > 1 && state.corpus) body.corpus = state.corpus;
     const token = await turnstileToken();
     if (token) body.turnstileToken = token;
     const res = await fetch('/ask', {
@@ -131,7 +150,8 @@ async function ask(raw) {
     const data = await res.json().catch(() => null);
     const retryAfter = parseRetryAfter(res.headers.get('Retry-After'));
     if (data && typeof data.status === 'string' && data.stages) {
-      renderResponse(els.summary, els.details, data, { retryAfter, loadPassage });
+      const corpus = typeof data.corpus === 'string' ? data.corpus : null;
+      renderResponse(els.summary, els.details, data, { retryAfter, loadPassage: (id) => loadPassage(id, corpus) });
       if (res.status >= 500) showError(errorText(res, data));
     } else {
       clearResult();
@@ -172,19 +192,22 @@ function parseRetryAfter(value) {
   return Number.isNaN(when) ? null : Math.max(0, Math.ceil((when - Date.now()) / 1000));
 }
 
-async function loadPassage(id) {
-  if (!state.passages.has(id)) {
-    const p = fetch(`/passages/${encodeURIComponent(id)}`, { headers: { Accept: 'application/json' } }).then(async (res) => {
+async function loadPassage(id, corpus) {
+  // Passage ids are unique within a corpus only.
+  const key = `${corpus || ''}\u0000${id}`;
+  const query = corpus ? `?corpus=${encodeURIComponent(corpus)}` : '';
+  if (!state.passages.has(key)) {
+    const p = fetch(`/passages/${encodeURIComponent(id)}${query}`, { headers: { Accept: 'application/json' } }).then(async (res) => {
       const data = await res.json().catch(() => null);
       if (!res.ok || !data || typeof data.text !== 'string') {
         throw new Error((data && data.error && data.error.message) || `HTTP ${res.status}`);
       }
       return data;
     });
-    p.catch(() => state.passages.delete(id));
-    state.passages.set(id, p);
+    p.catch(() => state.passages.delete(key));
+    state.passages.set(key, p);
   }
-  return state.passages.get(id);
+  return state.passages.get(key);
 }
 
 function setBusy(busy) {
@@ -192,6 +215,7 @@ function setBusy(busy) {
   els['ask-button'].disabled = busy;
   els['ask-button'].textContent = busy ? 'Checking…' : 'Ask';
   els.examples.forEach((b) => { b.disabled = busy; });
+  els['corpus-select'].disabled = busy;
   els.result.setAttribute('aria-busy', String(busy));
   els['ask-form'].setAttribute('aria-busy', String(busy));
   els.loading.hidden = !busy;

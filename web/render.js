@@ -376,7 +376,7 @@ function pipelinePanel(resp) {
     h('h3', { id: 'pipeline-title', class: 'card__title', text: 'How it was decided' }),
     h('p', { class: 'muted pipeline__sum' },
       cached ? `Answered from the cache in ${fmtMs(resp.totalMs)}` : `${ran} of ${STAGES.length} stages ran · total ${fmtMs(resp.totalMs)}`,
-      resp.corpusVersion ? ` · corpus ${resp.corpusVersion}` : '',
+      resp.corpusVersion ? ` · corpus ${resp.corpus ? `${resp.corpus} ` : ''}${resp.corpusVersion}` : '',
       resp.requestId ? [' · request ', h('code', { text: resp.requestId })] : ''),
     cached ? cachedNote(stages.cache) : null,
     h('ol', { class: 'stages' }, STAGES.map(([key, id, label], i) => stageRow(key, id, label, i, stages[key] || { status: 'skipped' },
