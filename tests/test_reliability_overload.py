@@ -27,7 +27,7 @@ from tests.fake_anthropic import FakeAnthropic
 from tests.reliability_support import corpus_copy, drop_schema
 
 BURST, AT_ONCE = 256, 64
-BURST_LIMIT = 24  # the hourly limit during the burst: reached part-way through it
+BURST_LIMIT = 16  # the hourly limit during the burst: reached part-way through it
 QUEUE_TIMEOUT_S = 3.0
 # HTTP on loopback and the test client share this process's CPU with the server: allowance on top of
 # "the queue deadline plus one pipeline" for a reply to travel, not a speed target.
