@@ -32,6 +32,7 @@ from provenance.errors import (
     ErrorBody,
     ErrorEnvelope,
     NotFound,
+    Overloaded,
     ServiceError,
     UnknownCorpus,
 )
@@ -253,14 +254,20 @@ def _services(state: State) -> Services:
 )
 async def healthz(state: State) -> Response[Health]:
     s = _services(state)
+    busy = False
+    # Twice the pool's own wait, so that a busy pool answers with its verdict (Overloaded) before this gives up.
+    limit_s = 2 * s.settings.db_timeout_s
     try:
-        count = await asyncio.wait_for(s.store.ping(), timeout=s.settings.db_timeout_s)
-        corpus = await asyncio.wait_for(s.store.corpus_state(), timeout=s.settings.db_timeout_s)
+        count = await asyncio.wait_for(s.store.ping(), timeout=limit_s)
+        corpus = await asyncio.wait_for(s.store.corpus_state(), timeout=limit_s)
         db_up = True
+    except Overloaded:
+        # Every pooled connection is in use: the database is answering, this server is busy.
+        count, corpus, db_up, busy = None, None, True, True
     except Exception:
         count, corpus, db_up = None, None, False
     body = Health(
-        status="ok" if db_up else "degraded",
+        status="ok" if db_up and not busy else "degraded",
         database="up" if db_up else "down",
         passages=count,
         profile=s.settings.profile,

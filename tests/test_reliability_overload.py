@@ -17,12 +17,13 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from provenance.db import create_pool
+from provenance.db import create_pool, migrate
+from provenance.errors import Overloaded
 from provenance.guards.apikeys import create_key
 from provenance.services import Services
 from provenance.settings import REPO_ROOT
 from provenance.store import Store
-from tests.conftest import LiveServer
+from tests.conftest import LiveServer, make_settings
 from tests.fake_anthropic import FakeAnthropic
 from tests.reliability_support import corpus_copy, drop_schema
 
@@ -107,6 +108,24 @@ async def test_a_burst_gets_answers_or_overloaded_and_the_limit_stays_exact(
         f" {len(overloaded)} overloaded, {statuses[429]} rate limited (limit {BURST_LIMIT}, stored {stored});"
         f" slowest {slowest:.2f}s, slowest pipeline {pipeline_s:.2f}s, queue deadline {QUEUE_TIMEOUT_S:g}s"
     )
+
+
+async def test_a_busy_pool_is_overloaded_not_a_database_outage(pg_dsn: str, data_dir: Path) -> None:
+    settings = make_settings(pg_dsn, data_dir, db_pool_min=1, db_pool_max=1, db_timeout_s=0.2)
+    pool = await create_pool(pg_dsn, settings)
+    try:
+        await migrate(pool)
+        store = Store(pool, settings.db_timeout_s)
+        # The pool's only connection lent out: Postgres is up and answering, we are asking too much at once.
+        async with pool.acquire() as held:
+            assert await held.fetchval("SELECT 1") == 1
+            with pytest.raises(Overloaded) as busy:
+                await store.ping()
+        assert busy.value.status == 503 and busy.value.code == "overloaded"
+        assert await store.ping() == 0
+    finally:
+        await pool.close()
+        await drop_schema(pg_dsn, settings.db_schema)
 
 
 # --- one slot, held: what still gets through, and what a failure costs the client ----------------------
