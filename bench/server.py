@@ -100,6 +100,10 @@ class Server:
             LOG_LEVEL="warning",
             RATE_LIMIT_PER_HOUR="0",
             RATE_LIMIT_PER_HOUR_API_KEY="0",
+            # Latency and throughput under load, not admission control: every request waits its turn
+            # (docs/reliability.md measures the overload answers).
+            ASK_QUEUE_MAX="256",
+            ASK_QUEUE_TIMEOUT_S="120",
             **env,
         )
         cmd = [
