@@ -46,18 +46,20 @@ def is_meta_claim(claim: str) -> bool:
     return bool(_META.search(claim) or _META_BROAD.search(claim))
 
 
-def clean_claims(claims: Iterable[str]) -> list[str]:
-    """Strip source-attribution prefixes, then drop meta-commentary, blanks and duplicates."""
+def split_claims(claims: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(kept, dropped): source-attribution prefixes stripped, blanks and duplicates gone, and claims about
+    the sources themselves dropped. The one place raw claims are cleaned, whichever profile made them."""
     kept: list[str] = []
+    dropped: list[str] = []
     seen: set[str] = set()
     for raw in claims:
         claim = _strip_meta_prefix(raw.strip())
         key = claim.casefold()
-        if not claim or key in seen or is_meta_claim(claim):
+        if not claim or key in seen:
             continue
         seen.add(key)
-        kept.append(claim)
-    return kept
+        (dropped if is_meta_claim(claim) else kept).append(claim)
+    return kept, dropped
 
 
 def _strip_meta_prefix(claim: str) -> str:

@@ -16,6 +16,8 @@ from typing import Literal
 
 import msgspec
 
+from provenance import text as T
+from provenance.claims import is_meta_claim
 from provenance.db import create_pool, migrate, resolve_database_url
 from provenance.embedder import Embedder
 from provenance.ingest import ingest
@@ -105,6 +107,19 @@ class _CandidateCapture:
         return result
 
 
+PARTIAL = "partial"
+
+
+def answer_right(bucket: str, answer: str | None, must_include_any: Sequence[str] | None) -> bool | None:
+    """Whether an answer holds a reference answer; in the partial bucket it must also say what it leaves
+    out (a sentence about the documents themselves, "the documents don't cover ..."), whichever profile
+    wrote it."""
+    right = answer_matches(answer, must_include_any)
+    if right and bucket == PARTIAL:
+        return any(is_meta_claim(s) for s in T.split_sentences(answer or ""))
+    return right
+
+
 def to_result(case: Case, response: AskResponse, candidate: str | None) -> CaseResult:
     g = response.stages.groundedness
     return CaseResult(
@@ -121,7 +136,9 @@ def to_result(case: Case, response: AskResponse, candidate: str | None) -> CaseR
         claim_scores=[c.score for c in g.claims],
         ms=response.total_ms,
         must_include_any=case.mustIncludeAny,
-        answer_correct=answer_matches(response.answer, case.mustIncludeAny) if case.expect == "answer" else None,
+        answer_correct=(
+            answer_right(case.bucket, response.answer, case.mustIncludeAny) if case.expect == "answer" else None
+        ),
         candidate_answer=candidate,
     )
 
@@ -205,7 +222,7 @@ def rescore(results: Sequence[CaseResult], threshold: float, min_claim: float) -
                 r,
                 status="answered" if passed else "refused",
                 answer=answer,
-                answer_correct=answer_matches(answer, r.must_include_any) if r.expect == "answer" else None,
+                answer_correct=answer_right(r.bucket, answer, r.must_include_any) if r.expect == "answer" else None,
             )
         )
     return out

@@ -168,6 +168,9 @@ class ClaimResult(Wire):
     local_score: float
     model_score: float | None = None
     capped_by: str | None = None
+    # A sentence of a retrieved passage, word for word: what the documents say is certain, and the score
+    # says whether it answers the question. A low score then means "true, but not an answer to this".
+    quoted: bool = False
 
 
 class GroundednessStage(Wire):

@@ -59,6 +59,12 @@ MESSAGES: dict[str, str] = {
 }
 
 
+# Every claim was a sentence of the documents, so none was false: they just don't answer the question.
+QUOTED_NOT_AN_ANSWER = (
+    "The closest sentences in the documents are true but don't answer this question, so no answer is given. "
+    "They are shown with the passages they come from."
+)
+
 CORPUS_CHECK_EVERY_S = 5.0
 # Enough passages to learn the vocabulary of any handbook-sized corpus without loading a huge one whole.
 CORPUS_VOCABULARY_PASSAGES = 20_000
@@ -140,6 +146,7 @@ class Pipeline:
         return (
             f"{self.profile.name}|{s.anthropic_model if self.profile.paid else ''}|{s.embed_model}|"
             f"{s.retrieval_k}|{s.retrieval_mode}|{s.gate_threshold}|{s.gate_min_claim}"
+            + ("|trained" if s.local_models == "trained" else "")
         )
 
     async def ask(
@@ -344,7 +351,7 @@ class Pipeline:
             stages.groundedness = msgspec.structs.replace(
                 verdict, claims=[withhold_unquoted(c, passages) for c in verdict.claims]
             )
-            return run.finish("refused", "not_grounded", claims=checked.claims)
+            return run.finish("refused", "not_grounded")
 
         citations = citations_from_support(checked.claims, passages, s.gate_min_claim)
         return run.finish("answered", None, answer=answer, citations=citations)
@@ -391,7 +398,6 @@ class _Run:
         *,
         answer: str | None = None,
         citations: list[Citation] | None = None,
-        claims: list[ClaimResult] | None = None,
         http_status: int = 200,
         headers: dict[str, str] | None = None,
         detail: str | None = None,
@@ -402,6 +408,9 @@ class _Run:
             if stage.status == "skipped" and stage.detail is None:
                 stage.detail = _skip_reason(status, reason)
         message = MESSAGES.get(reason or "")
+        claims = stages.groundedness.claims
+        if reason == "not_grounded" and claims and all(c.quoted for c in claims):
+            message = QUOTED_NOT_AN_ANSWER
         if reason == "not_grounded" and stages.groundedness.detail:
             message = f"{message} ({stages.groundedness.detail})"
         if detail and reason == "model_error":

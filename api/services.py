@@ -49,7 +49,7 @@ def build_profile(settings: Settings, embedder: Embedder) -> Profile:
         from provenance.profiles.anthropic import build_anthropic_profile
 
         return build_anthropic_profile(settings, embedder)
-    return build_local_profile(embedder)
+    return build_local_profile(embedder, settings.local_models)
 
 
 def build_guards(settings: Settings, store: Store) -> Guards:

@@ -14,6 +14,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 Profile = Literal["local", "anthropic"]
 RetrievalMode = Literal["vector", "hybrid"]
+# The local verifier (and generator): hand-built features over the embedder, or the trained reader and verifier.
+LocalModels = Literal["features", "trained"]
 
 
 class SettingsError(ValueError):
@@ -36,6 +38,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     port: int = 8000
     log_level: str = "info"
     profile: Profile = "local"
+    local_models: LocalModels = "features"
     anthropic_api_key: str | None = None
     anthropic_base_url: str | None = None
     anthropic_model: str = "claude-haiku-4-5"

@@ -496,3 +496,46 @@ def is_sentence_of(claim: str, text: str) -> bool:
     """Whether `claim` is one whole sentence of `text`, word for word. A mere substring is not enough:
     "the fee is $30" inside "If you join before May, the fee is $30" says something else."""
     return _single_spaced(claim) in _sentence_set(text)
+
+
+def sentence_ranges(text: str) -> list[tuple[int, int, str]]:
+    """Each sentence of `text` (as `split_sentences` gives them) with its [start, end) in `text`.
+
+    Sentences lose list markers and line breaks, so they are located by their non-space characters, in
+    order: a sentence that occurs twice maps to the occurrence after the one before it."""
+    squeezed, where = [], []
+    for i, ch in enumerate(text):
+        if not ch.isspace():
+            squeezed.append(ch)
+            where.append(i)
+    flat = "".join(squeezed)
+    out: list[tuple[int, int, str]] = []
+    pos = 0
+    for sentence in split_sentences(text):
+        needle = "".join(sentence.split())
+        at = flat.find(needle, pos)
+        if at < 0 or not needle:
+            continue
+        out.append((where[at], where[at + len(needle) - 1] + 1, sentence))
+        pos = at + len(needle)
+    return out
+
+
+def sentences_around(text: str, start: int, end: int) -> str:
+    """The sentence(s) of `text` holding characters [start, end), joined; empty when none does."""
+    hit = [s for a, b, s in sentence_ranges(text) if a < end and b > start]
+    return " ".join(hit)
+
+
+_CLAUSE_SPLIT = re.compile(
+    r"\?\s+|[.!]\s+(?=[A-Z])|;\s*|,?\s+(?:and|or|but|also)\s+(?=(?:can|could|is|are|do|does|did|how|what|when|where|"
+    r"who|which|will|should|may|must|would|if|i|we)\b)",
+    re.IGNORECASE,
+)
+
+
+def sub_questions(question: str) -> list[str]:
+    """The questions a question asks: "How much is a locker, and can I get a spare key?" is two. A question
+    that asks one thing is returned whole."""
+    parts = [p.strip(" ,?") for p in _CLAUSE_SPLIT.split(question) if p and len(words(p)) >= 2]
+    return [f"{p[0].upper()}{p[1:]}?" for p in parts] if len(parts) > 1 else [question]

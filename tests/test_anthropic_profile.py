@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from provenance.claims import clean_claims, is_meta_claim
+from provenance.claims import is_meta_claim, split_claims
 from provenance.embedder import Embedder
 from provenance.pricing import cost_usd, max_call_cost_usd, price_for
 from provenance.profiles.anthropic import (
@@ -27,6 +27,7 @@ from provenance.profiles.anthropic import (
     make_client,
 )
 from provenance.profiles.ports import ModelError, Usage
+from provenance.stages.decompose import decompose, decompose_and_verify
 from provenance.store import ScoredPassage
 from tests.fake_anthropic import FakeAnthropic, Reply, fake_anthropic, wait_for_requests
 
@@ -199,13 +200,15 @@ async def test_decomposer_drops_meta_claims_and_strips_attribution(fake_anthropi
     )
     decomposer = AnthropicDecomposer(fake_anthropic.client(), MODEL)
 
-    result = await decomposer.decompose("How much is a day pass?", "It's $25, for the staffed hours.")
+    outcome = await decompose("How much is a day pass?", "It's $25, for the staffed hours.", decomposer)
 
-    assert result.claims == [
+    # The profile returns the model's claims as given; the stage cleans them and records what it dropped.
+    assert outcome.claims == [
         "A day pass costs $25.",
         "A day pass is valid for the staffed hours of one day.",
     ]
-    assert result.usage == Usage(model=MODEL, input_tokens=100, output_tokens=55)
+    assert outcome.stage.dropped == ["The passages do not mention a weekend surcharge."]
+    assert outcome.usage == Usage(model=MODEL, input_tokens=100, output_tokens=55)
     [request] = fake_anthropic.requests
     assert request.tool_name == CLAIMS_TOOL
     assert "self-contained" in request.system and "NO claims about the sources" in request.system
@@ -249,7 +252,7 @@ def test_meta_claims_are_recognised(claim: str) -> None:
 )
 def test_factual_claims_are_kept(claim: str) -> None:
     assert not is_meta_claim(claim)
-    assert clean_claims([claim]) == [claim]
+    assert split_claims([claim]) == ([claim], [])
 
 
 # --- verification ----------------------------------------------------------------------------
@@ -315,11 +318,13 @@ async def test_decompose_and_verify_is_one_call(fake_anthropic: FakeAnthropic) -
     )
     combined = AnthropicDecomposeAndVerify(fake_anthropic.client(), MODEL)
 
-    decomposition, verification = await combined.decompose_and_verify(
-        "How much is a day pass?", "A day pass is $25 and includes tea.", PASSAGES
+    decomposition, verification = await decompose_and_verify(
+        "How much is a day pass?", "A day pass is $25 and includes tea.", PASSAGES, combined
     )
 
+    # The stage drops the claim about the passages and keeps each verdict with its claim.
     assert decomposition.claims == ["A day pass costs $25.", "A day pass includes tea."]
+    assert decomposition.stage.dropped == ["The passages do not mention weekend prices."]
     assert [(v.score, v.supporting_passage_ids) for v in verification.verdicts] == [
         (pytest.approx(0.96), [IDS[0]]),
         (0.0, []),

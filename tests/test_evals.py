@@ -88,3 +88,13 @@ async def test_external_suite_prints_its_figures(
     with capsys.disabled():
         print("\n" + report.split("## Threshold sweep")[0])
     assert s.n == len(results) > 0
+
+
+def test_a_partial_answer_is_right_only_when_it_says_what_it_leaves_out() -> None:
+    from provenance.evals import answer_right
+
+    quoted = "A standard locker costs $14 per month."
+    assert answer_right("partial", quoted, ["$14"]) is False
+    assert answer_right("partial", f'{quoted} The documents don\'t cover "Can I get a spare key cut?".', ["$14"])
+    assert answer_right("answerable", quoted, ["$14"]) is True
+    assert answer_right("partial", "The documents don't cover lockers.", ["$14"]) is False

@@ -10,6 +10,7 @@ import msgspec
 import numpy as np
 import pytest
 
+from provenance.claims import split_claims
 from provenance.embedder import Embedder
 from provenance.errors import ServiceError
 from provenance.models import ClaimResult
@@ -23,7 +24,7 @@ from provenance.profiles.ports import (
 )
 from provenance.services import Services
 from provenance.stages.citations import citations_from_support
-from provenance.stages.decompose import decompose, filter_claims
+from provenance.stages.decompose import decompose
 from provenance.stages.entail import combine, entail
 from provenance.stages.gate import gate
 from provenance.stages.generate import generate
@@ -305,7 +306,7 @@ async def test_decompose_drops_meta_claims_and_duplicates() -> None:
 
 
 def test_filter_claims_without_meta_has_no_drops() -> None:
-    kept, dropped = filter_claims(["Lockers are rented by the month.", "Lockers are rented by the month."])
+    kept, dropped = split_claims(["Lockers are rented by the month.", "Lockers are rented by the month."])
     assert kept == ["Lockers are rented by the month."] and dropped == []
 
 

@@ -309,8 +309,13 @@ function passageCard(p, i, ctx, { supports, cited, used }) {
 
 function claimRow(c, i, g, ctx, passageList) {
   const floor = g.minClaimThreshold;
-  const tone = c.score >= g.threshold ? 'good' : c.score >= floor ? 'warn' : 'bad';
-  const verdict = tone === 'good' ? 'supported' : tone === 'warn' ? 'weak' : 'below the floor';
+  // A sentence quoted from a passage is true to the documents whatever its score: a low score only means it
+  // does not answer what was asked, which is no reason to paint a true sentence red.
+  const offTopicQuote = c.quoted && c.score < floor;
+  const tone = offTopicQuote ? 'info' : c.score >= g.threshold ? 'good' : c.score >= floor ? 'warn' : 'bad';
+  const verdict = offTopicQuote ? 'in the documents, but not an answer to your question'
+    : c.quoted ? (tone === 'good' ? 'answers your question' : 'may not answer your question')
+      : tone === 'good' ? 'supported' : tone === 'warn' ? 'weak' : 'below the floor';
   const ids = c.supportingPassageIds || [];
   const row = h('li', {
     class: `claim claim--${tone}`, 'data-testid': 'claim', tabindex: '0', 'data-supporting': ids.join(' '),
@@ -319,12 +324,12 @@ function claimRow(c, i, g, ctx, passageList) {
   h('div', { class: 'claim__main' },
     h('p', { class: 'claim__text' }, h('span', { class: 'visually-hidden', text: `Claim ${i + 1}: ` }), c.text),
     h('div', { class: 'claim__score' },
-      scoreBar(c.score, { mark: floor, tone, label: `Claim ${i + 1} support` }),
+      scoreBar(c.score, { mark: floor, tone, label: `Claim ${i + 1} ${c.quoted ? 'answers the question' : 'support'}` }),
       h('span', { class: 'num' }, h('strong', { text: fmtScore(c.score) }), ` ${verdict}`)),
     h('p', { class: 'claim__figures', 'data-testid': 'claim-figures' }, claimFigures(c).join(' · '),
       c.cappedBy ? h('span', { class: 'capped', text: ` · ${cappedWords(c.cappedBy)}` }) : null),
     h('p', { class: 'claim__support' }, ids.length
-      ? [tone === 'bad' ? 'Compared with ' : 'Supported by ', ids.map((id, k) => [k ? ', ' : '', h('span', { class: 'ptag ptag--inline', title: id, text: ctx.labels.get(id) || id })])]
+      ? [offTopicQuote ? 'Quoted from ' : tone === 'bad' ? 'Compared with ' : 'Supported by ', ids.map((id, k) => [k ? ', ' : '', h('span', { class: 'ptag ptag--inline', title: id, text: ctx.labels.get(id) || id })])]
       : h('span', { class: 'muted', text: 'No supporting passage found' }))));
 
   const setLinked = (on) => {
@@ -343,6 +348,14 @@ function claimRow(c, i, g, ctx, passageList) {
 /** What went into a claim's score, in words rather than "lexical overlap 1.00 · local 0.97". */
 function claimFigures(c) {
   const out = [];
+  if (c.quoted) {
+    // Two questions, answered separately: does the passage say this (certain: it is quoted), and does it
+    // answer what was asked (the verifier's score).
+    out.push('support: quoted word for word from the passage');
+    if (isNum(c.localScore)) out.push(`answers your question: ${fmtScore(c.localScore)} by the checker on this server`);
+    if (isNum(c.modelScore)) out.push(`${fmtScore(c.modelScore)} by the language model`);
+    return out;
+  }
   if (isNum(c.lexicalOverlap)) {
     const share = clamp01(c.lexicalOverlap);
     out.push(share >= 0.995 ? 'all its key words are in the passages'

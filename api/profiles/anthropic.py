@@ -20,7 +20,6 @@ import msgspec
 from anthropic import AsyncAnthropic
 from anthropic.types import Message, ToolChoiceToolParam, ToolParam, ToolUseBlock
 
-from provenance.claims import clean_claims
 from provenance.profiles.ports import (
     ClaimVerdict,
     Decomposition,
@@ -495,7 +494,7 @@ class AnthropicDecomposer(_ToolCaller):
             what="claim decomposition",
         )
         out = _parse(raw, _ClaimsOut, usage, "claim decomposition", ["claims"])
-        return Decomposition(claims=clean_claims(out.claims), usage=usage)
+        return Decomposition(claims=list(out.claims), usage=usage)
 
 
 class AnthropicVerifier(_ToolCaller):
@@ -559,11 +558,9 @@ class AnthropicDecomposeAndVerify(_ToolCaller):
         ids = [p.id for p in passages]
         claims: list[str] = []
         verdicts: list[ClaimVerdict] = []
+        # Raw claims, each with its verdict: the decomposition stage cleans them and records what it drops.
         for item in out.claims:
-            cleaned = clean_claims([item.claim])
-            if not cleaned or cleaned[0].casefold() in {c.casefold() for c in claims}:
-                continue
-            claims.append(cleaned[0])
+            claims.append(item.claim)
             verdicts.append(
                 ClaimVerdict(
                     score=_clamp(item.supported_probability),
@@ -603,6 +600,18 @@ def build_anthropic_profile(settings: Settings, embedder: Embedder, client: Asyn
     from provenance.profiles.local import SentenceEmbeddings, build_local_verifier, warm_sentences
 
     models = build_anthropic_models(settings, client)
+    if settings.local_models == "trained":
+        from provenance.verifier import build_trained_verifier
+
+        return Profile(
+            name="anthropic",
+            screener=models.screener,
+            generator=models.generator,
+            decomposer=models.decomposer,
+            verifiers=(build_trained_verifier(), models.verifier),
+            paid=True,
+            decompose_and_verify=models.decompose_and_verify,
+        )
     sentences = SentenceEmbeddings(embedder)
     local_verifier = build_local_verifier(embedder, sentences)
     return Profile(

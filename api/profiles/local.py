@@ -22,9 +22,9 @@ import msgspec
 import numpy as np
 
 from provenance import text as T
-from provenance.claims import is_meta_claim
 from provenance.embedder import Embedder
 from provenance.profiles.ports import (
+    MISSING_VERDICT,
     ClaimVerdict,
     Decomposition,
     Generation,
@@ -33,6 +33,7 @@ from provenance.profiles.ports import (
     Usage,
     Verification,
 )
+from provenance.settings import LocalModels
 from provenance.store import ScoredPassage
 
 COEFFICIENTS_PATH = Path(__file__).resolve().parent.parent / "data" / "local_verifier.json"
@@ -235,7 +236,8 @@ class ExtractiveGenerator:
 
 
 class SentenceDecomposer:
-    """Claims are the answer's sentences (and `;`-joined clauses), minus meta-commentary."""
+    """Claims are the answer's sentences (and `;`-joined clauses); the decomposition stage drops the ones about
+    the sources themselves."""
 
     name = "local-sentence-decomposer"
 
@@ -244,7 +246,7 @@ class SentenceDecomposer:
         for sentence in T.split_sentences(answer):
             for clause in re.split(r";\s+", sentence):
                 clause = clause.strip()
-                if len(T.words(clause)) >= 3 and not is_meta_claim(clause):
+                if len(T.words(clause)) >= 3:
                     claims.append(clause)
         return Decomposition(claims=claims, usage=Usage(model=self.name))
 
@@ -264,19 +266,6 @@ FEATURES = (
     "question_numbers_supported",
     "question_corpus_coverage",
 )
-
-_CLAUSE_SPLIT = re.compile(
-    r"\?\s+|[.!]\s+(?=[A-Z])|;\s*|,?\s+(?:and|or|but|also)\s+(?=(?:can|could|is|are|do|does|did|how|what|when|where|who|which|will|"
-    r"should|may|must|would|if|i|we)\b)",
-    re.IGNORECASE,
-)
-
-
-def sub_questions(question: str) -> list[str]:
-    """A question that asks two things is two questions: the claim need address only one of them."""
-    parts = [p.strip(" ,?") for p in _CLAUSE_SPLIT.split(question) if p and len(T.words(p)) >= 2]
-    return parts or [question]
-
 
 # The score is P(supported) x P(responsive): two logistic models, each fitted on the data that can teach
 # it. Support (is the claim what the passage says?) learns from hallucinated, number-swapped and
@@ -364,7 +353,7 @@ class FeatureExtractor:
         """(mean, min) over the question's terms of how well `covering` contains each; the best sub-question."""
         best = (1.0, 1.0)
         best_key = -1.0
-        for part in sub_questions(question):
+        for part in T.sub_questions(question):
             q_terms = _surface_terms(part, question=True)
             if not q_terms:
                 continue
@@ -473,7 +462,7 @@ class LocalVerifier:
         for claim, c_vec in zip(claims, claim_vecs, strict=True):
             scored = self.score_passages(question, claim, c_vec, q_vec, passages)
             if not scored:
-                verdicts.append(ClaimVerdict(score=0.0, supporting_passage_ids=[]))
+                verdicts.append(MISSING_VERDICT)
                 continue
             best = max(s.score for s in scored)
             if not premise_ok:
@@ -484,7 +473,7 @@ class LocalVerifier:
             support = [ranked[0].passage_id] + [
                 s.passage_id for s in ranked[1:] if s.score >= 0.5 and s.score >= best - 0.15
             ]
-            verdicts.append(ClaimVerdict(score=round(best, 4), supporting_passage_ids=support))
+            verdicts.append(ClaimVerdict(score=round(best, 4), supporting_passage_ids=support, quoted=ranked[0].quoted))
         return Verification(verdicts=verdicts)
 
     async def verify(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification:
@@ -498,7 +487,11 @@ def build_local_verifier(embedder: Embedder, sentences: SentenceEmbeddings | Non
     return LocalVerifier(FeatureExtractor(sentences, WordVectors(embedder)))
 
 
-def build_local_profile(embedder: Embedder) -> Profile:
+def build_local_profile(embedder: Embedder, models: LocalModels = "features") -> Profile:
+    if models == "trained":
+        from provenance.profiles.local_trained import build_trained_local_profile
+
+        return build_trained_local_profile(LocalScreener(embedder), SentenceDecomposer())
     sentences = SentenceEmbeddings(embedder)
     verifier = build_local_verifier(embedder, sentences)
     return Profile(

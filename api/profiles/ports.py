@@ -43,6 +43,13 @@ class ClaimVerdict(msgspec.Struct, frozen=True):
 
     score: float
     supporting_passage_ids: list[str]
+    # The claim is a sentence of a supporting passage, word for word: that the passages say it is certain,
+    # and the score is only whether it answers the question.
+    quoted: bool = False
+
+
+# A verdict a verifier left out counts as "not supported": verification fails closed.
+MISSING_VERDICT = ClaimVerdict(score=0.0, supporting_passage_ids=[])
 
 
 class Verification(msgspec.Struct, frozen=True):

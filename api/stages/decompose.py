@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import msgspec
 
-from provenance.claims import is_meta_claim
+from provenance.claims import split_claims
 from provenance.models import DecompositionStage
-from provenance.profiles.ports import ClaimVerdict, DecomposeAndVerify, Decomposer, Usage, Verification
+from provenance.profiles.ports import MISSING_VERDICT, ClaimVerdict, DecomposeAndVerify, Decomposer, Usage, Verification
 from provenance.stages.timing import Timer
 from provenance.store import ScoredPassage
 
@@ -17,17 +17,6 @@ class DecompositionOutcome(msgspec.Struct, frozen=True):
     stage: DecompositionStage
     claims: list[str]
     usage: Usage
-
-
-def filter_claims(claims: list[str]) -> tuple[list[str], list[str]]:
-    kept: list[str] = []
-    dropped: list[str] = []
-    for claim in claims:
-        text = claim.strip()
-        if not text:
-            continue
-        (dropped if is_meta_claim(text) else kept).append(text)
-    return list(dict.fromkeys(kept)), dropped
 
 
 def _stage(timer: Timer, model: str, kept: list[str], dropped: list[str], detail: str | None) -> DecompositionStage:
@@ -42,30 +31,27 @@ def _stage(timer: Timer, model: str, kept: list[str], dropped: list[str], detail
 async def decompose(question: str, answer: str, decomposer: Decomposer) -> DecompositionOutcome:
     timer = Timer()
     result = await decomposer.decompose(question, answer)
-    kept, dropped = filter_claims(result.claims)
+    kept, dropped = split_claims(result.claims)
     return DecompositionOutcome(_stage(timer, result.usage.model, kept, dropped, None), kept, result.usage)
 
 
 async def decompose_and_verify(
     question: str, answer: str, passages: Sequence[ScoredPassage], checker: DecomposeAndVerify
 ) -> tuple[DecompositionOutcome, Verification]:
-    """Claims and the model's verdicts from one call. Claims are filtered as `decompose` filters them, and
+    """Claims and the model's verdicts from one call. Claims are cleaned as `decompose` cleans them, and
     each verdict stays with its claim; a claim the model gave no verdict for scores 0."""
     timer = Timer()
     result, verification = await checker.decompose_and_verify(question, answer, passages)
-    missing = ClaimVerdict(score=0.0, supporting_passage_ids=[])
     kept: list[str] = []
     verdicts: list[ClaimVerdict] = []
     dropped: list[str] = []
     for i, claim in enumerate(result.claims):
-        text = claim.strip()
-        if not text or text in kept:
+        clean, meta = split_claims([claim])
+        dropped += meta
+        if not clean or clean[0].casefold() in {k.casefold() for k in kept}:
             continue
-        if is_meta_claim(text):
-            dropped.append(text)
-            continue
-        kept.append(text)
-        verdicts.append(verification.verdicts[i] if i < len(verification.verdicts) else missing)
+        kept.append(clean[0])
+        verdicts.append(verification.verdicts[i] if i < len(verification.verdicts) else MISSING_VERDICT)
     detail = f"claims and the model's entailment verdicts in one call ({checker.name})"
     stage = _stage(timer, result.usage.model, kept, dropped, detail)
     return DecompositionOutcome(stage, kept, result.usage), Verification(verdicts=verdicts, usage=verification.usage)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance.models import ClaimResult, EntailmentStage
-from provenance.profiles.ports import ClaimVerdict, Usage, Verification, Verifier
+from provenance.profiles.ports import MISSING_VERDICT, ClaimVerdict, Usage, Verification, Verifier
 from provenance.stages.timing import Timer
 from provenance.store import ScoredPassage
 
@@ -26,8 +26,7 @@ def combine(claims: Sequence[str], local: Verification, model: Verification | No
         lv = local.verdicts[i]
         mv: ClaimVerdict | None = None
         if model is not None:
-            # A verdict the model left out counts as "not supported": the two-verifier rule fails closed.
-            mv = model.verdicts[i] if i < len(model.verdicts) else ClaimVerdict(score=0.0, supporting_passage_ids=[])
+            mv = model.verdicts[i] if i < len(model.verdicts) else MISSING_VERDICT
         if mv is None:
             score, support = lv.score, list(lv.supporting_passage_ids)
         else:
@@ -43,6 +42,7 @@ def combine(claims: Sequence[str], local: Verification, model: Verification | No
                 lexical_overlap=0.0,
                 local_score=round(lv.score, 4),
                 model_score=None if mv is None else round(mv.score, 4),
+                quoted=lv.quoted,
             )
         )
     return results

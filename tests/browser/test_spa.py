@@ -350,9 +350,10 @@ async def test_the_panel_speaks_in_words(page: Page, live_server: LiveServer) ->
     await expect(spend).not_to_contain_text("$")
 
     # A claim's figures as words, not "lexical overlap 1.00 · local 0.97".
+    # The local answer quotes its passage, so support and "does it answer the question" are shown apart.
     figures = page.get_by_test_id("claim-figures").first
-    await expect(figures).to_contain_text("key words are in the passages")
-    await expect(figures).to_contain_text(re.compile(r"support found by the checker on this server: \d\.\d\d"))
+    await expect(figures).to_contain_text("support: quoted word for word from the passage")
+    await expect(figures).to_contain_text(re.compile(r"answers your question: \d\.\d\d by the checker on this server"))
     await expect(page.get_by_test_id("claim").first).not_to_contain_text("lexical overlap")
 
     # A mouse can hover: the legend says so, and not "tap".
@@ -434,3 +435,36 @@ async def test_a_cached_answer_says_its_timings_are_from_the_original_run(
     for stage in STAGES[3:]:
         await expect(page.get_by_test_id(f"stage-{stage}")).to_have_attribute("data-original-run", "true")
     await expect(page.get_by_test_id("stage-generation").locator(".stage__ms")).to_contain_text("in the original run")
+
+
+async def test_a_true_sentence_that_does_not_answer_is_not_painted_red(page: Page, live_server: LiveServer) -> None:
+    """A refused claim quoted from a passage is "in the documents, but not an answer to your question", with
+    its support and its relevance apart; an unquoted refused claim stays "below the floor". The server's
+    real refusal, with its claims set to each case, is what the page renders."""
+    await page.goto(live_server.url)
+    real = await page.evaluate(
+        "q => fetch('/ask', {method: 'POST', headers: {'content-type': 'application/json'},"
+        " body: JSON.stringify({question: q})}).then(r => r.json())",
+        UNCOVERED,
+    )
+    sentence = "Lockers are rented by the calendar month at the front desk."
+    claim = {"text": sentence, "score": 0.03, "supportingPassageIds": [], "lexicalOverlap": 1.0, "localScore": 0.03}
+    real["status"], real["reason"], real["answer"], real["citations"] = "refused", "not_grounded", None, []
+    real["stages"]["groundedness"].update(
+        status="ok", decision="fail", score=0.03, minClaim=0.03, claims=[{**claim, "quoted": True}, claim]
+    )
+
+    async def fulfil(route: Route) -> None:
+        await route.fulfill(status=200, content_type="application/json", body=json.dumps(real))
+
+    await page.route("**/ask", fulfil)
+    await ask(page, UNCOVERED)
+    await expect(page.get_by_test_id("verdict")).to_have_attribute("data-status", "refused")
+    quoted, unquoted = page.get_by_test_id("claim").nth(0), page.get_by_test_id("claim").nth(1)
+    await expect(quoted).to_contain_text("in the documents, but not an answer to your question")
+    await expect(quoted).to_contain_text("support: quoted word for word from the passage")
+    await expect(quoted).to_contain_text("answers your question: 0.03")
+    assert "claim--bad" not in (await quoted.get_attribute("class") or "")
+    await expect(quoted.locator(".bar")).not_to_have_class(re.compile("bar--bad"))
+    await expect(unquoted).to_contain_text("below the floor")
+    assert "claim--bad" in (await unquoted.get_attribute("class") or "")

