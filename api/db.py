@@ -64,6 +64,10 @@ def migration_files(directory: Path = MIGRATIONS_DIR) -> list[Path]:
     return files
 
 
+class MigrationError(RuntimeError):
+    """The migrations on disk disagree with what this database has applied."""
+
+
 async def migrate(pool: asyncpg.Pool, directory: Path = MIGRATIONS_DIR) -> list[str]:
     """Apply pending migrations in order, each in its own transaction; returns the names applied."""
     applied: list[str] = []
@@ -86,6 +90,13 @@ async def migrate(pool: asyncpg.Pool, directory: Path = MIGRATIONS_DIR) -> list[
                 sql = path.read_text(encoding="utf-8")
                 checksum = hashlib.sha256(sql.encode()).hexdigest()
                 if path.name in done:
+                    if done[path.name] != checksum:
+                        # An applied migration edited afterwards would be skipped silently, leaving this
+                        # database unlike one migrated from scratch: refuse to start instead.
+                        raise MigrationError(
+                            f"migration {path.name} was changed after it was applied to this database "
+                            "(its checksum differs); add a new migration instead of editing an applied one"
+                        )
                     continue
                 async with conn.transaction():
                     await conn.execute(sql)

@@ -1,6 +1,7 @@
 import asyncpg
+import pytest
 
-from provenance.db import create_pool, migrate, migration_files
+from provenance.db import MigrationError, create_pool, migrate, migration_files
 from tests.conftest import make_settings
 
 
@@ -31,6 +32,32 @@ async def test_migrations_apply_in_order_once(pg_dsn: str, data_dir) -> None:  #
             } <= tables
             ext = await conn.fetchval("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
             assert ext is not None
+    finally:
+        await pool.close()
+        conn = await asyncpg.connect(pg_dsn)
+        await conn.execute(f'DROP SCHEMA "{settings.db_schema}" CASCADE')
+        await conn.close()
+
+
+async def test_an_applied_migration_edited_afterwards_is_an_error(pg_dsn: str, data_dir, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    settings = make_settings(pg_dsn, data_dir)
+    pool = await create_pool(pg_dsn, settings)
+    folder = tmp_path / "migrations"
+    folder.mkdir()
+    first = folder / "001_notes.sql"
+    first.write_text("CREATE TABLE notes (id int PRIMARY KEY);\n")
+    try:
+        assert await migrate(pool, folder) == ["001_notes.sql"]
+        first.write_text("CREATE TABLE notes (id int PRIMARY KEY, body text);\n")
+        with pytest.raises(MigrationError, match=r"001_notes\.sql was changed after it was applied"):
+            await migrate(pool, folder)
+        # Nothing after the edited one is applied either.
+        (folder / "002_more.sql").write_text("CREATE TABLE more_notes (id int);\n")
+        with pytest.raises(MigrationError):
+            await migrate(pool, folder)
+        async with pool.acquire() as conn:
+            names = [r["name"] for r in await conn.fetch("SELECT name FROM schema_migrations")]
+        assert names == ["001_notes.sql"]
     finally:
         await pool.close()
         conn = await asyncpg.connect(pg_dsn)
