@@ -269,7 +269,7 @@ class Pipeline:
                     usages.append(billed)
                 outcome = run.finish("blocked", "model_error", detail=str(exc))
             finally:
-                stages.spend = await self.guards.spend_settle(reservation, usages, self.profile)
+                stages.spend = await self.guards.spend_settle(reservation, usages)
         if outcome.response.status != "blocked" and use_cache:
             await self.guards.cache_put(cache_key, run.question, outcome.response)
         return outcome

@@ -24,7 +24,7 @@ from provenance.profiles.anthropic import (
     build_anthropic_profile,
 )
 from provenance.profiles.local import LOCAL_VERIFIER
-from provenance.profiles.ports import Profile, Usage
+from provenance.profiles.ports import Usage
 from provenance.services import Services
 from provenance.settings import Settings
 from tests.conftest import LiveServer
@@ -45,7 +45,7 @@ class RecordingGuards(NoGuards):
         super().__init__()
         self.settled: list[Usage] = []
 
-    async def spend_settle(self, reservation: Reservation, usages: Sequence[Usage], profile: Profile) -> SpendStage:
+    async def spend_settle(self, reservation: Reservation, usages: Sequence[Usage]) -> SpendStage:
         self.settled.extend(usages)
         return reservation.stage
 

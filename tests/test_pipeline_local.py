@@ -29,9 +29,9 @@ GAPS = [
     "Do you offer corporate or team memberships for a company?",
     "Can I borrow makerspace tools to take home?",
 ]
-# Answered today by the local profile with true but irrelevant facts (birch plywood and MDF prices): every
-# claim is grounded, none is about acrylic. Nothing in the gate checks that claims answer the question.
-ANSWERED_GAP = "How much does a sheet of acrylic cost?"
+# Near-miss gap: the handbook prices birch plywood and MDF, not acrylic; quoting those true but irrelevant
+# facts would be an answer to another question, so it must be refused.
+IRRELEVANT_FACTS_GAP = "How much does a sheet of acrylic cost?"
 
 
 async def ask(services: Services | Pipeline, question: str) -> AskResponse:
@@ -129,7 +129,7 @@ async def test_gap_questions_are_never_answered(corpus_services: Services) -> No
 
 
 async def test_acrylic_gap_is_not_answered(corpus_services: Services) -> None:
-    assert_not_answered(await ask(corpus_services, ANSWERED_GAP))
+    assert_not_answered(await ask(corpus_services, IRRELEVANT_FACTS_GAP))
 
 
 class FixedGenerator:

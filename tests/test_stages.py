@@ -141,11 +141,11 @@ class FixedScreener:
 
 async def test_classifier_pass() -> None:
     screener = FixedScreener(ScreenVerdict(label="ok", score=0.9, classifier="fixed"))
-    outcome = await screen_classifier("How much is a locker?", screener, PASSAGES, elapsed_ms=1.5)
+    outcome = await screen_classifier("How much is a locker?", screener, PASSAGES)
     assert not outcome.blocked
     stage = outcome.stage
     assert (stage.status, stage.decision, stage.label, stage.reason) == ("ok", "pass", "ok", None)
-    assert stage.classifier == "fixed" and stage.score == 0.9 and stage.ms >= 1.5
+    assert stage.classifier == "fixed" and stage.score == 0.9 and stage.ms >= 0
     assert screener.seen == [("How much is a locker?", 3)]
     assert outcome.usage is None
 
@@ -425,11 +425,11 @@ def test_lexical_stage_counts_capped() -> None:
 
 
 def test_gate_pass() -> None:
-    stage = gate([claim("a", 0.9), claim("b", 0.8)], 0.7, 0.4, elapsed_ms=2.0)
+    stage = gate([claim("a", 0.9), claim("b", 0.8)], 0.7, 0.4)
     assert stage.decision == "pass" and stage.detail is None and stage.status == "ok"
     assert (stage.score, stage.min_claim) == (0.85, 0.8)
     assert (stage.threshold, stage.min_claim_threshold) == (0.7, 0.4)
-    assert len(stage.claims) == 2 and stage.ms >= 2.0
+    assert len(stage.claims) == 2 and stage.ms >= 0
 
 
 def test_gate_fails_on_mean() -> None:

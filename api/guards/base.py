@@ -71,7 +71,7 @@ class Guards(Protocol):
 
     async def spend_reserve(self, profile: Profile) -> Reservation: ...
 
-    async def spend_settle(self, reservation: Reservation, usages: Sequence[Usage], profile: Profile) -> SpendStage: ...
+    async def spend_settle(self, reservation: Reservation, usages: Sequence[Usage]) -> SpendStage: ...
 
 
 class NoGuards:
@@ -105,5 +105,5 @@ class NoGuards:
     async def spend_reserve(self, profile: Profile) -> Reservation:
         return Reservation(SpendStage(detail=self._why))
 
-    async def spend_settle(self, reservation: Reservation, usages: Sequence[Usage], profile: Profile) -> SpendStage:
+    async def spend_settle(self, reservation: Reservation, usages: Sequence[Usage]) -> SpendStage:
         return reservation.stage

@@ -98,7 +98,7 @@ class PostgresGuards:
     async def spend_reserve(self, profile: Profile) -> Reservation:
         return await self.spend.reserve(profile)
 
-    async def spend_settle(self, reservation: Reservation, usages: Sequence[Usage], profile: Profile) -> SpendStage:
+    async def spend_settle(self, reservation: Reservation, usages: Sequence[Usage]) -> SpendStage:
         return await self.spend.settle(reservation, usages)
 
 

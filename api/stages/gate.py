@@ -8,14 +8,12 @@ from provenance.models import ClaimResult, GroundednessStage
 from provenance.stages.timing import Timer
 
 
-def gate(
-    claims: Sequence[ClaimResult], threshold: float, min_claim_threshold: float, elapsed_ms: float = 0.0
-) -> GroundednessStage:
+def gate(claims: Sequence[ClaimResult], threshold: float, min_claim_threshold: float) -> GroundednessStage:
     timer = Timer()
     if not claims:
         return GroundednessStage(
             status="ok",
-            ms=round(elapsed_ms + timer.ms, 2),
+            ms=timer.ms,
             score=0.0,
             min_claim=0.0,
             threshold=threshold,
@@ -36,7 +34,7 @@ def gate(
         detail = f"weakest claim scores {lowest:.2f}, below {min_claim_threshold:.2f}"
     return GroundednessStage(
         status="ok",
-        ms=round(elapsed_ms + timer.ms, 2),
+        ms=timer.ms,
         score=mean,
         min_claim=lowest,
         threshold=threshold,

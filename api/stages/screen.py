@@ -75,12 +75,10 @@ def screen_deny_list(question: str) -> ScreenOutcome | None:
     )
 
 
-async def screen_classifier(
-    question: str, screener: Screener, passages: Sequence[ScoredPassage], elapsed_ms: float = 0.0
-) -> ScreenOutcome:
+async def screen_classifier(question: str, screener: Screener, passages: Sequence[ScoredPassage]) -> ScreenOutcome:
     timer = Timer()
     verdict: ScreenVerdict = await screener.classify(question, passages)
-    ms = round(elapsed_ms + timer.ms, 2)
+    ms = timer.ms
     if verdict.label == "ok":
         stage = ScreeningStage(
             status="ok",
