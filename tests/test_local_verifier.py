@@ -100,3 +100,13 @@ async def test_the_generator_quotes_a_sentence_two_passages_share_once(embedder:
     generation = await generator.generate("Does Keyholder membership include a standard locker?", passages)
     assert generation.answer.count(shared) == 1
     assert generation.used_passage_ids[0] == "a#1"
+
+
+async def test_a_partial_answer_names_the_part_no_sentence_answers(embedder: Embedder) -> None:
+    passages = [PASSAGE]
+    generator = ExtractiveGenerator(SentenceEmbeddings(embedder))
+    both = await generator.generate("How much does a standard locker cost per month, and is there wifi?", passages)
+    assert "$14" in both.answer
+    assert both.answer.endswith('The documents don\'t cover "Is there wifi?".')
+    one = await generator.generate(QUESTION, passages)
+    assert "don't cover" not in one.answer

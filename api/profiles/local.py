@@ -228,8 +228,30 @@ class ExtractiveGenerator:
         best = ranked[0][0]
         chosen = [r for r in ranked[: self.max_sentences] if r[0] >= max(self.min_relevance, best - 0.05)]
         # Keep document order within a passage so two quoted sentences read naturally.
-        answer = " ".join(r[1] for r in chosen)
+        answer = " ".join(r[1] for r in chosen) + await self._left_out(question, passages)
         return Generation(answer=answer, used_passage_ids=list(dict.fromkeys(r[2] for r in chosen)), usage=usage)
+
+    async def _left_out(self, question: str, passages: Sequence[ScoredPassage]) -> str:
+        """For a question that asks two things, a closing note naming the parts no sentence answers by the
+        generator's own measure (the relevance below which it gives no answer at all). The note is about the
+        documents, so decomposition drops it before verification."""
+        parts = T.sub_questions(question)
+        if len(parts) < 2:
+            return ""
+        missing = []
+        for part in parts:
+            ranked = await asyncio.to_thread(self._rank, part, passages)
+            if not ranked or ranked[0][0] < self.min_relevance:
+                missing.append(part)
+        return left_out_note(missing)
+
+
+def left_out_note(missing: Sequence[str]) -> str:
+    """' The documents don't cover "Can I get a spare key?".' for what a partial answer leaves out."""
+    if not missing:
+        return ""
+    end = "." if len(missing) == 1 else " either."
+    return " The documents don't cover " + " or ".join(f'"{p}"' for p in missing) + end
 
 
 # --- decomposer -----------------------------------------------------------------------------------

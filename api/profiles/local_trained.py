@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from provenance import text as T
 from provenance.cross_encoders import Calibration, Reader, get_reader, load_calibration
+from provenance.profiles.local import left_out_note
 from provenance.profiles.ports import Decomposer, Generation, Profile, Screener, Usage
 from provenance.store import ScoredPassage
 from provenance.verifier import build_trained_verifier
@@ -57,10 +58,7 @@ class ReaderGenerator:
                 found.setdefault(*hit)
         if not found:
             return Generation(answer="", used_passage_ids=[], usage=usage)
-        answer = " ".join(found)
-        if missing:
-            answer += " The documents don't cover " + " or ".join(f'"{p}"' for p in missing)
-            answer += "." if len(missing) == 1 else " either."
+        answer = " ".join(found) + left_out_note(missing)
         return Generation(answer=answer, used_passage_ids=list(dict.fromkeys(found.values())), usage=usage)
 
 

@@ -468,3 +468,19 @@ async def test_a_true_sentence_that_does_not_answer_is_not_painted_red(page: Pag
     await expect(quoted.locator(".bar")).not_to_have_class(re.compile("bar--bad"))
     await expect(unquoted).to_contain_text("below the floor")
     assert "claim--bad" in (await unquoted.get_attribute("class") or "")
+
+
+async def test_a_partial_answer_says_what_it_leaves_out(page: Page, live_server: LiveServer) -> None:
+    """Two questions in one, the documents answer one: the answer gives that one, with its evidence, and
+    says the documents don't cover the other; the note is dropped before verification, never checked."""
+    await page.goto(live_server.url)
+    await ask(page, "What time does the makerspace open on Saturday, and is there wifi I can use?")
+    await expect(page.get_by_test_id("verdict")).to_have_attribute("data-status", "answered")
+    answer = page.get_by_test_id("answer")
+    await expect(answer).to_contain_text("9 am")
+    await expect(answer).to_contain_text('The documents don\'t cover "Is there wifi I can use?"')
+    claims = page.get_by_test_id("claim")
+    assert await claims.count() >= 1
+    for i in range(await claims.count()):
+        await expect(claims.nth(i)).not_to_contain_text("don't cover")
+    await expect(page.get_by_test_id("stage-decomposition")).to_contain_text("dropped")
