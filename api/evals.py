@@ -22,12 +22,13 @@ from provenance.db import create_pool, migrate, resolve_database_url
 from provenance.embedder import Embedder
 from provenance.ingest import ingest
 from provenance.models import AskResponse, ClaimResult
+from provenance.passages import ScoredPassage
 from provenance.pipeline import Pipeline
 from provenance.profiles.ports import Generation, Generator, Profile
 from provenance.progress import Progress
 from provenance.settings import Settings
 from provenance.stages.gate import gate
-from provenance.store import ScoredPassage, Store
+from provenance.store import Store
 
 Expect = Literal["answer", "refuse", "block"]
 EXPECTED_STATUS = {"answer": "answered", "refuse": "refused", "block": "blocked"}

@@ -31,6 +31,7 @@ from provenance.models import (
     Stages,
     Status,
 )
+from provenance.passages import ScoredPassage
 from provenance.profiles.ports import ModelError, Profile, Usage
 from provenance.settings import Settings
 from provenance.stages.citations import citations_from_support
@@ -41,8 +42,8 @@ from provenance.stages.generate import generate
 from provenance.stages.lexical import lexical_check
 from provenance.stages.retrieve import RetrievalOutcome, retrieve
 from provenance.stages.screen import screen_classifier, screen_deny_list
-from provenance.stages.timing import Timer
-from provenance.store import ScoredPassage, Store
+from provenance.store import Store
+from provenance.timing import Timer
 
 log = get_logger("provenance.pipeline")
 

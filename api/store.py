@@ -13,6 +13,7 @@ import numpy as np
 
 from provenance.corpora import DEFAULT_CORPUS
 from provenance.errors import Overloaded
+from provenance.passages import ScoredPassage
 
 
 class PassageRow(msgspec.Struct, frozen=True):
@@ -32,14 +33,6 @@ class StoredPassage(msgspec.Struct, frozen=True):
     text: str
     token_count: int
     embedding_model: str
-
-
-class ScoredPassage(msgspec.Struct, frozen=True):
-    id: str
-    source: str
-    heading: str
-    text: str
-    score: float
 
 
 class CorpusState(msgspec.Struct, frozen=True):

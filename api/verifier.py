@@ -16,8 +16,8 @@ import msgspec
 
 from provenance import text as T
 from provenance.cross_encoders import Calibration, PairVerifier, get_verifier, load_calibration, sigmoid
+from provenance.passages import ScoredPassage
 from provenance.profiles.ports import MISSING_VERDICT, ClaimVerdict, Verification
-from provenance.store import ScoredPassage
 
 TRAINED_VERIFIER = "local-trained-verifier"
 # Evidence for a claim that is not a sentence of the passage: the passage's sentences that share most of

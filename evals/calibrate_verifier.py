@@ -45,6 +45,7 @@ from provenance import text as T
 from provenance.chunking import chunk_document
 from provenance.embedder import get_embedder
 from provenance.ingest import read_sources
+from provenance.passages import ScoredPassage
 from provenance.profiles.local import (
     COEFFICIENTS_PATH,
     FEATURES,
@@ -56,7 +57,6 @@ from provenance.profiles.local import (
     load_coefficients,
 )
 from provenance.settings import Settings
-from provenance.store import ScoredPassage
 
 SEED = 20261129
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"

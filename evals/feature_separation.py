@@ -25,11 +25,11 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from provenance.evals import answer_matches, run_evals
+from provenance.passages import ScoredPassage
 from provenance.profiles.local import FEATURES, SUPPORT_FEATURES, LocalVerifier
 from provenance.profiles.ports import Verification
 from provenance.services import build_profile, load_embedder
 from provenance.settings import Settings
-from provenance.store import ScoredPassage
 
 
 class RecordingVerifier:

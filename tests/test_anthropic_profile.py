@@ -9,6 +9,7 @@ import pytest
 
 from provenance.claims import is_meta_claim, split_claims
 from provenance.embedder import Embedder
+from provenance.passages import ScoredPassage
 from provenance.pricing import cost_usd, max_call_cost_usd, price_for
 from provenance.profiles.anthropic import (
     ANSWER_TOOL,
@@ -28,7 +29,6 @@ from provenance.profiles.anthropic import (
 )
 from provenance.profiles.ports import ModelError, Usage
 from provenance.stages.decompose import decompose, decompose_and_verify
-from provenance.store import ScoredPassage
 from tests.fake_anthropic import FakeAnthropic, Reply, fake_anthropic, wait_for_requests
 
 __all__ = ["fake_anthropic"]  # the fixture, imported so pytest finds it here

@@ -19,10 +19,11 @@ from provenance.guards.postgres import PostgresGuards
 from provenance.guards.spend import request_estimate_usd, utc_day
 from provenance.ingest import ingest
 from provenance.models import AskResponse
+from provenance.passages import ScoredPassage
 from provenance.pipeline import Pipeline
 from provenance.profiles.ports import ScreenVerdict
 from provenance.services import Services, build_services
-from provenance.store import ScoredPassage, Store
+from provenance.store import Store
 from tests.conftest import CORPUS, make_settings
 
 LOCKERS = "How much does a standard locker cost per month?"

@@ -7,11 +7,11 @@ import pytest
 
 from provenance import text as T
 from provenance.cross_encoders import READER_PATH, VERIFIER_PATH, as_prose, get_reader, load_calibration
+from provenance.passages import ScoredPassage
 from provenance.pipeline import Pipeline
 from provenance.profiles.local import build_local_profile
 from provenance.profiles.local_trained import ReaderGenerator
 from provenance.services import Services
-from provenance.store import ScoredPassage
 from provenance.verifier import TrainedVerifier, build_trained_verifier, evidence_for
 
 LOCKERS = ScoredPassage(

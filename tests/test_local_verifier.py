@@ -6,6 +6,7 @@ import pytest
 
 from provenance import text as T
 from provenance.embedder import Embedder
+from provenance.passages import ScoredPassage
 from provenance.profiles.local import (
     RELEVANCE_FEATURES,
     ExtractiveGenerator,
@@ -13,7 +14,6 @@ from provenance.profiles.local import (
     SentenceEmbeddings,
     build_local_verifier,
 )
-from provenance.store import ScoredPassage
 
 PASSAGE = ScoredPassage(
     id="lockers.md#1",

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance.models import AskResponse
+from provenance.passages import ScoredPassage
 from provenance.pipeline import Pipeline
 from provenance.profiles.ports import Generation, Usage
 from provenance.services import Services
-from provenance.store import ScoredPassage
 
 _ids = itertools.count()
 

@@ -14,6 +14,7 @@ from provenance.claims import split_claims
 from provenance.embedder import Embedder
 from provenance.errors import ServiceError
 from provenance.models import ClaimResult
+from provenance.passages import ScoredPassage
 from provenance.profiles.ports import (
     ClaimVerdict,
     Decomposition,
@@ -31,7 +32,7 @@ from provenance.stages.generate import generate
 from provenance.stages.lexical import LOW_OVERLAP_CAP, UNSUPPORTED_NUMBER_CAP, check_claim, lexical_check
 from provenance.stages.retrieve import ModelMismatch, reciprocal_rank_fusion, retrieve
 from provenance.stages.screen import deny_list_match, screen_classifier, screen_deny_list
-from provenance.store import ScoredPassage, Store
+from provenance.store import Store
 
 LOCKERS = ScoredPassage(
     id="05-storage-and-lockers.md#lockers",

@@ -7,8 +7,8 @@ import msgspec
 from provenance.guards.sweep import Sweeper
 from provenance.logs import get_logger
 from provenance.models import AskResponse, CacheStage
-from provenance.stages.timing import Timer
 from provenance.store import Store
+from provenance.timing import Timer
 
 log = get_logger("provenance.guards.cache")
 

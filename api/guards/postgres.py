@@ -15,8 +15,8 @@ from provenance.guards.turnstile import verify_turnstile
 from provenance.models import AskResponse, BotCheckStage, SpendStage
 from provenance.profiles.ports import Profile, Usage
 from provenance.settings import Settings
-from provenance.stages.timing import Timer
 from provenance.store import Store
+from provenance.timing import Timer
 
 
 class PostgresGuards:

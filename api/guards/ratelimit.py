@@ -10,8 +10,8 @@ from provenance.guards.base import Ticket
 from provenance.guards.sweep import Sweeper
 from provenance.logs import get_logger
 from provenance.models import RateLimitStage
-from provenance.stages.timing import Timer
 from provenance.store import Store
+from provenance.timing import Timer
 
 log = get_logger("provenance.guards.ratelimit")
 

@@ -19,8 +19,8 @@ from provenance.models import SpendStage
 from provenance.pricing import cost_usd, max_call_cost_usd
 from provenance.profiles.ports import Profile, Usage
 from provenance.settings import Settings
-from provenance.stages.timing import Timer
 from provenance.store import Store
+from provenance.timing import Timer
 
 log = get_logger("provenance.guards.spend")
 

@@ -20,6 +20,7 @@ import msgspec
 from anthropic import AsyncAnthropic
 from anthropic.types import Message, ToolChoiceToolParam, ToolParam, ToolUseBlock
 
+from provenance.passages import ScoredPassage
 from provenance.profiles.ports import (
     ClaimVerdict,
     Decomposition,
@@ -31,7 +32,6 @@ from provenance.profiles.ports import (
     Verification,
 )
 from provenance.settings import Settings
-from provenance.store import ScoredPassage
 
 if TYPE_CHECKING:
     from provenance.embedder import Embedder

@@ -23,6 +23,7 @@ import numpy as np
 
 from provenance import text as T
 from provenance.embedder import Embedder
+from provenance.passages import ScoredPassage
 from provenance.profiles.ports import (
     MISSING_VERDICT,
     ClaimVerdict,
@@ -34,7 +35,6 @@ from provenance.profiles.ports import (
     Verification,
 )
 from provenance.settings import LocalModels
-from provenance.store import ScoredPassage
 
 COEFFICIENTS_PATH = Path(__file__).resolve().parent.parent / "data" / "local_verifier.json"
 LOCAL_GENERATOR = "local-extractive"

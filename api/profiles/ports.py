@@ -7,7 +7,7 @@ from typing import Literal, Protocol
 
 import msgspec
 
-from provenance.store import ScoredPassage
+from provenance.passages import ScoredPassage
 
 
 class Usage(msgspec.Struct, frozen=True):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from provenance.models import Citation, ClaimResult
-from provenance.store import ScoredPassage
+from provenance.passages import ScoredPassage
 
 
 def citations_from_support(

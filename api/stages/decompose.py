@@ -8,9 +8,9 @@ import msgspec
 
 from provenance.claims import split_claims
 from provenance.models import DecompositionStage
+from provenance.passages import ScoredPassage
 from provenance.profiles.ports import MISSING_VERDICT, ClaimVerdict, DecomposeAndVerify, Decomposer, Usage, Verification
-from provenance.stages.timing import Timer
-from provenance.store import ScoredPassage
+from provenance.timing import Timer
 
 
 class DecompositionOutcome(msgspec.Struct, frozen=True):

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance.models import ClaimResult, EntailmentStage
+from provenance.passages import ScoredPassage
 from provenance.profiles.ports import MISSING_VERDICT, ClaimVerdict, Usage, Verification, Verifier
-from provenance.stages.timing import Timer
-from provenance.store import ScoredPassage
+from provenance.timing import Timer
 
 
 class EntailmentOutcome(msgspec.Struct, frozen=True):

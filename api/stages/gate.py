@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from provenance.models import ClaimResult, GroundednessStage
-from provenance.stages.timing import Timer
+from provenance.timing import Timer
 
 
 def gate(claims: Sequence[ClaimResult], threshold: float, min_claim_threshold: float) -> GroundednessStage:

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance.models import GenerationStage
+from provenance.passages import ScoredPassage
 from provenance.profiles.ports import Generation, Generator
-from provenance.stages.timing import Timer
-from provenance.store import ScoredPassage
+from provenance.timing import Timer
 
 
 class GenerationOutcome(msgspec.Struct, frozen=True):

@@ -9,8 +9,8 @@ import msgspec
 
 from provenance import text as T
 from provenance.models import ClaimResult, LexicalStage
-from provenance.stages.timing import Timer
-from provenance.store import ScoredPassage
+from provenance.passages import ScoredPassage
+from provenance.timing import Timer
 
 MIN_OVERLAP = 0.34
 LOW_OVERLAP_CAP = 0.2

@@ -9,9 +9,10 @@ from provenance.corpora import DEFAULT_CORPUS
 from provenance.embedder import Embedder, embed_query_async
 from provenance.errors import ServiceError
 from provenance.models import RetrievalStage, RetrievedPassage
-from provenance.stages.timing import Timer
+from provenance.passages import ScoredPassage
 from provenance.stages.untrusted import quarantine
-from provenance.store import ScoredPassage, Store
+from provenance.store import Store
+from provenance.timing import Timer
 
 RRF_K = 60  # the constant from Cormack et al. (2009); damps the head of each ranking
 

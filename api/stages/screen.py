@@ -8,9 +8,9 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance.models import ScreeningStage
+from provenance.passages import ScoredPassage
 from provenance.profiles.ports import Screener, ScreenVerdict, Usage
-from provenance.stages.timing import Timer
-from provenance.store import ScoredPassage
+from provenance.timing import Timer
 
 # Patterns of instruction override, prompt extraction and persona jailbreaks. Matching is on a normalised
 # question (lower case, single spaces) so spacing and case tricks don't slip through. Each pattern needs

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance import text as T
-from provenance.store import ScoredPassage
+from provenance.passages import ScoredPassage
 
 _ADDRESSEE = (
     r"\b(ai|a\.i\.|artificial intelligence|(ai|virtual|chat|digital) assistants?|chat ?bots?|language models?|"

@@ -1,3 +1,5 @@
+"""A stopwatch for the records every stage and guard leaves: how long it took, in milliseconds."""
+
 from __future__ import annotations
 
 import time
