@@ -24,7 +24,7 @@ from provenance.ingest import ingest
 from provenance.models import AskResponse, ClaimResult
 from provenance.passages import ScoredPassage
 from provenance.pipeline import Pipeline
-from provenance.profiles.ports import Generation, Generator, Profile
+from provenance.ports import Generation, Generator, Profile
 from provenance.progress import Progress
 from provenance.settings import Settings
 from provenance.stages.gate import gate

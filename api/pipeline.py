@@ -32,7 +32,7 @@ from provenance.models import (
     Status,
 )
 from provenance.passages import ScoredPassage
-from provenance.profiles.ports import ModelError, Profile, Usage
+from provenance.ports import ModelError, Profile, Usage
 from provenance.settings import Settings
 from provenance.stages.citations import citations_from_support
 from provenance.stages.decompose import decompose, decompose_and_verify

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import msgspec
 
-from provenance.profiles.ports import Usage
+from provenance.ports import Usage
 
 _PER_TOKEN = 1_000_000
 

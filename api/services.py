@@ -11,8 +11,8 @@ from provenance.db import create_pool, migrate, resolve_database_url
 from provenance.embedder import Embedder, get_embedder
 from provenance.guards.base import Guards
 from provenance.pipeline import Pipeline
+from provenance.ports import Profile
 from provenance.profiles.local import build_local_profile
-from provenance.profiles.ports import Profile
 from provenance.settings import Settings
 from provenance.store import Store
 

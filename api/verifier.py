@@ -17,7 +17,7 @@ import msgspec
 from provenance import text as T
 from provenance.cross_encoders import Calibration, PairVerifier, get_verifier, load_calibration, sigmoid
 from provenance.passages import ScoredPassage
-from provenance.profiles.ports import MISSING_VERDICT, ClaimVerdict, Verification
+from provenance.ports import MISSING_VERDICT, ClaimVerdict, Verification
 
 TRAINED_VERIFIER = "local-trained-verifier"
 # Evidence for a claim that is not a sentence of the passage: the passage's sentences that share most of

@@ -26,8 +26,8 @@ from sklearn.metrics import roc_auc_score
 
 from provenance.evals import answer_matches, run_evals
 from provenance.passages import ScoredPassage
+from provenance.ports import Verification
 from provenance.profiles.local import FEATURES, SUPPORT_FEATURES, LocalVerifier
-from provenance.profiles.ports import Verification
 from provenance.services import build_profile, load_embedder
 from provenance.settings import Settings
 

@@ -40,7 +40,7 @@ from provenance.evals import (
     score,
 )
 from provenance.ingest import read_sources
-from provenance.profiles.ports import Profile
+from provenance.ports import Profile
 from provenance.progress import Progress
 from provenance.settings import REPO_ROOT, Settings
 

@@ -10,6 +10,7 @@ import pytest
 from provenance.claims import is_meta_claim, split_claims
 from provenance.embedder import Embedder
 from provenance.passages import ScoredPassage
+from provenance.ports import ModelError, Usage
 from provenance.pricing import cost_usd, max_call_cost_usd, price_for
 from provenance.profiles.anthropic import (
     ANSWER_TOOL,
@@ -27,7 +28,6 @@ from provenance.profiles.anthropic import (
     build_anthropic_profile,
     make_client,
 )
-from provenance.profiles.ports import ModelError, Usage
 from provenance.stages.decompose import decompose, decompose_and_verify
 from tests.fake_anthropic import FakeAnthropic, Reply, fake_anthropic, wait_for_requests
 

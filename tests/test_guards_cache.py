@@ -21,7 +21,7 @@ from provenance.ingest import ingest
 from provenance.models import AskResponse
 from provenance.passages import ScoredPassage
 from provenance.pipeline import Pipeline
-from provenance.profiles.ports import ScreenVerdict
+from provenance.ports import ScreenVerdict
 from provenance.services import Services, build_services
 from provenance.store import Store
 from tests.conftest import CORPUS, make_settings

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from provenance.guards.spend import SpendCap, request_estimate_usd, utc_day
+from provenance.ports import Profile, Usage
 from provenance.pricing import cost_usd, max_call_cost_usd
-from provenance.profiles.ports import Profile, Usage
 from provenance.settings import Settings
 from provenance.store import Store
 

@@ -15,6 +15,7 @@ from provenance.embedder import Embedder
 from provenance.guards.base import NoGuards, Reservation
 from provenance.models import SpendStage
 from provenance.pipeline import Outcome, Pipeline
+from provenance.ports import Usage
 from provenance.profiles.anthropic import (
     ANSWER_TOOL,
     CHECKED_CLAIMS_TOOL,
@@ -24,7 +25,6 @@ from provenance.profiles.anthropic import (
     build_anthropic_profile,
 )
 from provenance.profiles.local import LOCAL_VERIFIER
-from provenance.profiles.ports import Usage
 from provenance.services import Services
 from provenance.settings import Settings
 from tests.conftest import LiveServer

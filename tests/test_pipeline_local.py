@@ -11,7 +11,7 @@ import msgspec
 from provenance.models import AskResponse
 from provenance.passages import ScoredPassage
 from provenance.pipeline import Pipeline
-from provenance.profiles.ports import Generation, Usage
+from provenance.ports import Generation, Usage
 from provenance.services import Services
 
 _ids = itertools.count()

@@ -15,7 +15,7 @@ from provenance.embedder import Embedder
 from provenance.errors import ServiceError
 from provenance.models import ClaimResult
 from provenance.passages import ScoredPassage
-from provenance.profiles.ports import (
+from provenance.ports import (
     ClaimVerdict,
     Decomposition,
     Generation,
@@ -481,7 +481,7 @@ def test_citations_at_threshold_and_order() -> None:
 
 
 def test_combine_fails_closed_when_the_model_omits_a_claim() -> None:
-    from provenance.profiles.ports import ClaimVerdict, Verification
+    from provenance.ports import ClaimVerdict, Verification
     from provenance.stages.entail import combine
 
     local = Verification(verdicts=[ClaimVerdict(0.9, ["a"]), ClaimVerdict(0.9, ["a"])])

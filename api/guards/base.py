@@ -14,7 +14,7 @@ from typing import Protocol
 import msgspec
 
 from provenance.models import AskResponse, BotCheckStage, CacheStage, RateLimitStage, SpendStage
-from provenance.profiles.ports import Profile, Usage
+from provenance.ports import Profile, Usage
 from provenance.text import normalise_question
 
 

@@ -13,7 +13,7 @@ from provenance.guards.ratelimit import RateLimiter, client_ip, parse_networks
 from provenance.guards.spend import SpendCap
 from provenance.guards.turnstile import verify_turnstile
 from provenance.models import AskResponse, BotCheckStage, SpendStage
-from provenance.profiles.ports import Profile, Usage
+from provenance.ports import Profile, Usage
 from provenance.settings import Settings
 from provenance.store import Store
 from provenance.timing import Timer

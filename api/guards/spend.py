@@ -16,8 +16,8 @@ import msgspec
 from provenance.guards.base import Reservation
 from provenance.logs import get_logger
 from provenance.models import SpendStage
+from provenance.ports import Profile, Usage
 from provenance.pricing import cost_usd, max_call_cost_usd
-from provenance.profiles.ports import Profile, Usage
 from provenance.settings import Settings
 from provenance.store import Store
 from provenance.timing import Timer

@@ -21,7 +21,7 @@ from anthropic import AsyncAnthropic
 from anthropic.types import Message, ToolChoiceToolParam, ToolParam, ToolUseBlock
 
 from provenance.passages import ScoredPassage
-from provenance.profiles.ports import (
+from provenance.ports import (
     ClaimVerdict,
     Decomposition,
     Generation,

@@ -24,7 +24,7 @@ import numpy as np
 from provenance import text as T
 from provenance.embedder import Embedder
 from provenance.passages import ScoredPassage
-from provenance.profiles.ports import (
+from provenance.ports import (
     MISSING_VERDICT,
     ClaimVerdict,
     Decomposition,

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from provenance import text as T
 from provenance.cross_encoders import Calibration, Reader, get_reader, load_calibration
 from provenance.passages import ScoredPassage
+from provenance.ports import Decomposer, Generation, Profile, Screener, Usage
 from provenance.profiles.local import left_out_note
-from provenance.profiles.ports import Decomposer, Generation, Profile, Screener, Usage
 from provenance.verifier import build_trained_verifier
 
 LOCAL_READER = "local-reader"

@@ -9,7 +9,7 @@ import msgspec
 from provenance.claims import split_claims
 from provenance.models import DecompositionStage
 from provenance.passages import ScoredPassage
-from provenance.profiles.ports import MISSING_VERDICT, ClaimVerdict, DecomposeAndVerify, Decomposer, Usage, Verification
+from provenance.ports import MISSING_VERDICT, ClaimVerdict, DecomposeAndVerify, Decomposer, Usage, Verification
 from provenance.timing import Timer
 
 

@@ -10,7 +10,7 @@ import msgspec
 
 from provenance.models import ClaimResult, EntailmentStage
 from provenance.passages import ScoredPassage
-from provenance.profiles.ports import MISSING_VERDICT, ClaimVerdict, Usage, Verification, Verifier
+from provenance.ports import MISSING_VERDICT, ClaimVerdict, Usage, Verification, Verifier
 from provenance.timing import Timer
 
 

@@ -8,7 +8,7 @@ import msgspec
 
 from provenance.models import GenerationStage
 from provenance.passages import ScoredPassage
-from provenance.profiles.ports import Generation, Generator
+from provenance.ports import Generation, Generator
 from provenance.timing import Timer
 
 

@@ -9,7 +9,7 @@ import msgspec
 
 from provenance.models import ScreeningStage
 from provenance.passages import ScoredPassage
-from provenance.profiles.ports import Screener, ScreenVerdict, Usage
+from provenance.ports import Screener, ScreenVerdict, Usage
 from provenance.timing import Timer
 
 # Patterns of instruction override, prompt extraction and persona jailbreaks. Matching is on a normalised

@@ -1,4 +1,5 @@
-"""Ports: the small protocols the pipeline stages call. Each profile supplies real implementations."""
+"""Ports: the small protocols the pipeline stages call, the pipeline's contract with the model profiles; each
+profile supplies real implementations."""
 
 from __future__ import annotations
 
