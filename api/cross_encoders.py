@@ -321,23 +321,23 @@ class PairVerifier:
         return [float(row[0][0]) for row in await self.model.batcher(self._pairs(items))]
 
 
-_models: dict[tuple[str, int], Any] = {}
+_models: dict[tuple[type, int], Any] = {}
 _models_lock = threading.Lock()
 
 
-def get_reader(threads: int = 2) -> Reader:
+def _shared(kind: type[Reader] | type[PairVerifier], threads: int) -> Any:
+    """One session per model per process: loading one costs most of a second and 25 MB."""
     with _models_lock:
-        key = ("reader", threads)
-        if key not in _models:
-            _models[key] = Reader(threads=threads)
-        reader: Reader = _models[key]
-        return reader
+        if (kind, threads) not in _models:
+            _models[kind, threads] = kind(threads=threads)
+        return _models[kind, threads]
+
+
+def get_reader(threads: int = 2) -> Reader:
+    reader: Reader = _shared(Reader, threads)
+    return reader
 
 
 def get_verifier(threads: int = 2) -> PairVerifier:
-    with _models_lock:
-        key = ("verifier", threads)
-        if key not in _models:
-            _models[key] = PairVerifier(threads=threads)
-        verifier: PairVerifier = _models[key]
-        return verifier
+    verifier: PairVerifier = _shared(PairVerifier, threads)
+    return verifier

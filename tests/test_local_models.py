@@ -13,17 +13,10 @@ from provenance.profiles.local import build_local_profile
 from provenance.profiles.local_trained import ReaderGenerator
 from provenance.services import Services
 from provenance.verifier import TrainedVerifier, build_trained_verifier, evidence_for
+from tests.test_local_verifier import PASSAGE
 
-LOCKERS = ScoredPassage(
-    id="lockers.md#1",
-    source="lockers.md",
-    heading="Lockers > Renting a locker",
-    text=(
-        "A standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month.\n"
-        "Lockers are rented by the calendar month at the front desk."
-    ),
-    score=0.9,
-)
+# The locker passage the feature verifier's tests use too.
+LOCKERS = PASSAGE
 NORMANS = ScoredPassage(
     id="normans.md#1",
     source="normans.md",

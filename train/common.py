@@ -153,3 +153,41 @@ def export_int8(model: Any, out_path: Path, output_names: list[str], seq_len: in
 
 def checkpoints(ckpt_dir: Path) -> Iterator[Path]:
     yield from sorted(ckpt_dir.glob("step-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
+
+
+def optimiser(model: Any, lr: float, total: int) -> tuple[Any, Any]:
+    """AdamW with 8% linear warm-up, then linear decay to 0 at `total` steps."""
+    import torch
+
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    warm = int(0.08 * total)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / max(1, warm), max(0.0, (total - s) / max(1, total - warm)))
+    )
+    return opt, sched
+
+
+def resume(out: Path, model: Any, opt: Any, sched: Any, who: str) -> int:
+    """Load the newest checkpoint in `out`, if any; the step to continue from."""
+    import torch
+
+    ckpts = list(checkpoints(out))
+    if not ckpts:
+        return 0
+    state = torch.load(ckpts[-1], weights_only=False)
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["opt"])
+    sched.load_state_dict(state["sched"])
+    log(f"{who}: resumed at step {state['step']}")
+    step: int = state["step"]
+    return step
+
+
+def checkpoint(out: Path, model: Any, opt: Any, sched: Any, step: int, keep: int = 2) -> None:
+    """Save the training state at `step`, keeping the newest `keep` checkpoints."""
+    import torch
+
+    state = {"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(), "step": step}
+    torch.save(state, out / f"step-{step}.pt")
+    for old in list(checkpoints(out))[:-keep]:
+        old.unlink()

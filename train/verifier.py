@@ -229,20 +229,8 @@ def main() -> None:
     model = BertForSequenceClassification.from_pretrained(base, num_labels=1)
     if args.stage2_from:
         model.load_state_dict(torch.load(args.stage2_from, weights_only=False)["model"])
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
-    warm = int(0.08 * total)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min((s + 1) / max(1, warm), max(0.0, (total - s) / max(1, total - warm)))
-    )
-    step = 0
-    ckpts = list(common.checkpoints(args.out))
-    if ckpts:
-        state = torch.load(ckpts[-1], weights_only=False)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        sched.load_state_dict(state["sched"])
-        step = state["step"]
-        common.log(f"verifier: resumed at step {step}")
+    opt, sched = common.optimiser(model, args.lr, total)
+    step = common.resume(args.out, model, opt, sched, "verifier")
     lossf = torch.nn.BCEWithLogitsLoss()
     model.train()
     t0, seen, loss_avg = time.time(), 0, None
@@ -266,12 +254,7 @@ def main() -> None:
             eta = (total - step) * BATCH / max(rate, 1e-9) / 60
             common.log(f"verifier: step {step}/{total} loss {loss_avg:.3f} {rate:.1f} ex/s eta {eta:.0f} min")
         if step % args.ckpt_every == 0 or step == total:
-            path = args.out / f"step-{step}.pt"
-            torch.save(
-                {"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(), "step": step}, path
-            )
-            for old in list(common.checkpoints(args.out))[:-2]:
-                old.unlink()
+            common.checkpoint(args.out, model, opt, sched, step)
     if args.done_flag:
         args.done_flag.touch()
     scores = evaluate(model, tok, val)
