@@ -191,3 +191,40 @@ def checkpoint(out: Path, model: Any, opt: Any, sched: Any, step: int, keep: int
     torch.save(state, out / f"step-{step}.pt")
     for old in list(checkpoints(out))[:-keep]:
         old.unlink()
+
+
+class Steps:
+    """The optimisation loop's bookkeeping, one copy for both models: optimiser and schedule, resuming,
+    one update per batch, a progress line every 20 steps and checkpoints."""
+
+    def __init__(self, who: str, model: Any, lr: float, total: int, out: Path, batch: int, ckpt_every: int) -> None:
+        self.who, self.model, self.total, self.out = who, model, total, out
+        self.batch, self.ckpt_every = batch, ckpt_every
+        self.opt, self.sched = optimiser(model, lr, total)
+        self.step = resume(out, model, self.opt, self.sched, who)
+        self.started, self.seen = time.time(), 0
+        self.loss_avg: float | None = None
+        model.train()
+
+    @property
+    def done(self) -> bool:
+        return self.step >= self.total
+
+    def update(self, loss: Any, examples: int) -> None:
+        import torch
+
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        self.sched.step()
+        self.opt.zero_grad()
+        self.step += 1
+        self.seen += examples
+        value = float(loss)
+        self.loss_avg = value if self.loss_avg is None else 0.98 * self.loss_avg + 0.02 * value
+        if self.step % 20 == 0:
+            rate = self.seen / (time.time() - self.started)
+            eta = (self.total - self.step) * self.batch / max(rate, 1e-9) / 60
+            log(f"{self.who}: step {self.step}/{self.total} loss {self.loss_avg:.3f} {rate:.1f} ex/s eta {eta:.0f} min")
+        if self.step % self.ckpt_every == 0 or self.step == self.total:
+            checkpoint(self.out, self.model, self.opt, self.sched, self.step)

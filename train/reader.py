@@ -173,16 +173,12 @@ def main() -> None:
     total = len(schedule)
 
     model = BertForQuestionAnswering.from_pretrained(base)
-    opt, sched = common.optimiser(model, args.lr, total)
-    step = common.resume(args.out, model, opt, sched, "reader")
-
-    model.train()
-    t0, seen, loss_avg = time.time(), 0, None
-    while step < total:
+    steps = common.Steps("reader", model, args.lr, total, args.out, BATCH, args.ckpt_every)
+    while not steps.done:
         if args.grow_threads_when and args.grow_threads_when.exists() and torch.get_num_threads() < 2:
             torch.set_num_threads(2)
             common.log("reader: now 2 threads")
-        batch = [feats[i] for i in schedule[step]]
+        batch = [feats[i] for i in schedule[steps.step]]
         ids = torch.tensor(common.pad([f["input_ids"] for f in batch]))
         tt = torch.tensor(common.pad([f["token_type_ids"] for f in batch]))
         out = model(
@@ -192,20 +188,7 @@ def main() -> None:
             start_positions=torch.tensor([f["start"] for f in batch]),
             end_positions=torch.tensor([f["end"] for f in batch]),
         )
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad()
-        step += 1
-        seen += len(batch)
-        loss_avg = float(out.loss) if loss_avg is None else 0.98 * loss_avg + 0.02 * float(out.loss)
-        if step % 20 == 0:
-            rate = seen / (time.time() - t0)
-            eta = (total - step) * BATCH / max(rate, 1e-9) / 60
-            common.log(f"reader: step {step}/{total} loss {loss_avg:.3f} {rate:.1f} ex/s eta {eta:.0f} min")
-        if step % args.ckpt_every == 0 or step == total:
-            common.checkpoint(args.out, model, opt, sched, step)
+        steps.update(out.loss, len(batch))
 
     common.log("reader: evaluating on the validation articles")
     result = evaluate(model, val_feats, val_rows)
@@ -223,7 +206,7 @@ def main() -> None:
         max_len=MAX_LEN,
         stride=STRIDE,
         seed=common.SEED,
-        train_seconds=round(time.time() - t0),
+        train_seconds=round(time.time() - steps.started),
     )
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
     common.log(f"reader: {summary}")

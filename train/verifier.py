@@ -229,32 +229,16 @@ def main() -> None:
     model = BertForSequenceClassification.from_pretrained(base, num_labels=1)
     if args.stage2_from:
         model.load_state_dict(torch.load(args.stage2_from, weights_only=False)["model"])
-    opt, sched = common.optimiser(model, args.lr, total)
-    step = common.resume(args.out, model, opt, sched, "verifier")
+    steps = common.Steps("verifier", model, args.lr, total, args.out, BATCH, args.ckpt_every)
     lossf = torch.nn.BCEWithLogitsLoss()
-    model.train()
-    t0, seen, loss_avg = time.time(), 0, None
-    while step < total:
-        idx = schedule[step]
+    while not steps.done:
+        idx = schedule[steps.step]
         ids = torch.tensor(common.pad([enc["input_ids"][i] for i in idx]))
         tt = torch.tensor(common.pad([enc["token_type_ids"][i] for i in idx]))
         y = torch.tensor([float(train[i][2]) for i in idx])
         logits = model(input_ids=ids, attention_mask=(ids != 0).long(), token_type_ids=tt).logits[:, 0]
         loss = lossf(logits, y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad()
-        step += 1
-        seen += len(idx)
-        loss_avg = float(loss) if loss_avg is None else 0.98 * loss_avg + 0.02 * float(loss)
-        if step % 20 == 0:
-            rate = seen / (time.time() - t0)
-            eta = (total - step) * BATCH / max(rate, 1e-9) / 60
-            common.log(f"verifier: step {step}/{total} loss {loss_avg:.3f} {rate:.1f} ex/s eta {eta:.0f} min")
-        if step % args.ckpt_every == 0 or step == total:
-            common.checkpoint(args.out, model, opt, sched, step)
+        steps.update(loss, len(idx))
     if args.done_flag:
         args.done_flag.touch()
     scores = evaluate(model, tok, val)
@@ -274,7 +258,7 @@ def main() -> None:
         "epochs": args.epochs,
         "max_len": MAX_LEN,
         "seed": common.SEED,
-        "train_seconds": round(time.time() - t0),
+        "train_seconds": round(time.time() - steps.started),
     }
     (args.out / "val_scores.json").write_text(json.dumps({"scores": scores, "labels": labels}))
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2))

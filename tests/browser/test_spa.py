@@ -10,6 +10,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import asyncpg
@@ -276,28 +277,41 @@ async def test_phone_width_has_no_horizontal_scroll(browser: Browser, live_serve
 NESTED = "handbook/storage/05-storage-and-lockers.md"
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def nested_corpus_settings(pg_dsn: str, data_dir: Path, embedder: Embedder) -> AsyncIterator[Settings]:
-    """Our corpus with the lockers chapter in sub-folders, so its passage ids contain '/' as well as '#'."""
-    root = Path(tempfile.mkdtemp(prefix="provenance-nested-corpus-"))
-    # Two chapters, not all eight: embedding them is most of this fixture's time.
-    (root / NESTED).parent.mkdir(parents=True)
-    shutil.copy(CORPUS / Path(NESTED).name, root / NESTED)
-    shutil.copy(CORPUS / "02-hours-and-access.md", root / "02-hours-and-access.md")
-    settings = make_settings(pg_dsn, data_dir)
+@asynccontextmanager
+async def corpus_schema(
+    pg_dsn: str, data_dir: Path, embedder: Embedder, files: dict[str, str], **overrides: object
+) -> AsyncIterator[Settings]:
+    """Settings for a schema of its own holding `files` (path in the corpus -> chapter of ours), ingested;
+    the schema and the folder are dropped afterwards."""
+    root = Path(tempfile.mkdtemp(prefix="provenance-test-corpus-"))
+    for target, chapter in files.items():
+        (root / target).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(CORPUS / chapter, root / target)
+    settings = make_settings(pg_dsn, data_dir, **overrides)
     pool = await create_pool(pg_dsn, settings)
     try:
         await migrate(pool)
         await ingest(Store(pool), root, lambda: embedder, settings.embed_model)
     finally:
         await pool.close()
-    yield settings
-    shutil.rmtree(root, ignore_errors=True)
-    conn = await asyncpg.connect(pg_dsn)
     try:
-        await conn.execute(f'DROP SCHEMA IF EXISTS "{settings.db_schema}" CASCADE')
+        yield settings
     finally:
-        await conn.close()
+        shutil.rmtree(root, ignore_errors=True)
+        conn = await asyncpg.connect(pg_dsn)
+        try:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{settings.db_schema}" CASCADE')
+        finally:
+            await conn.close()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def nested_corpus_settings(pg_dsn: str, data_dir: Path, embedder: Embedder) -> AsyncIterator[Settings]:
+    """Our corpus with the lockers chapter in sub-folders, so its passage ids contain '/' as well as '#'."""
+    # Two chapters, not all eight: embedding them is most of this fixture's time.
+    files = {NESTED: Path(NESTED).name, "02-hours-and-access.md": "02-hours-and-access.md"}
+    async with corpus_schema(pg_dsn, data_dir, embedder, files) as settings:
+        yield settings
 
 
 @pytest.fixture(scope="module")
@@ -388,22 +402,9 @@ async def test_on_a_touch_screen_the_legend_says_tap(browser: Browser, live_serv
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def cached_corpus_settings(pg_dsn: str, data_dir: Path, embedder: Embedder) -> AsyncIterator[Settings]:
     """The lockers chapter in a schema of its own, with the answer cache on (the shared live server has it off)."""
-    root = Path(tempfile.mkdtemp(prefix="provenance-cached-corpus-"))
-    shutil.copy(CORPUS / "05-storage-and-lockers.md", root / "05-storage-and-lockers.md")
-    settings = make_settings(pg_dsn, data_dir, rate_limit_per_hour=0, cache_ttl_s=3600)
-    pool = await create_pool(pg_dsn, settings)
-    try:
-        await migrate(pool)
-        await ingest(Store(pool), root, lambda: embedder, settings.embed_model)
-    finally:
-        await pool.close()
-    yield settings
-    shutil.rmtree(root, ignore_errors=True)
-    conn = await asyncpg.connect(pg_dsn)
-    try:
-        await conn.execute(f'DROP SCHEMA IF EXISTS "{settings.db_schema}" CASCADE')
-    finally:
-        await conn.close()
+    files = {"05-storage-and-lockers.md": "05-storage-and-lockers.md"}
+    async with corpus_schema(pg_dsn, data_dir, embedder, files, rate_limit_per_hour=0, cache_ttl_s=3600) as settings:
+        yield settings
 
 
 @pytest.fixture(scope="module")
