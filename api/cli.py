@@ -235,6 +235,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=host,
         port=port,
         workers=args.workers,
+        http=args.http,
+        loop=args.loop,
         log_level="warning",
         access_log=False,
         timeout_keep_alive=5,
@@ -312,6 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=None, help="port (default: PORT or 8000)")
     serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     serve.add_argument("--ingest", action="store_true", help="ingest CORPUS_DIR first when it changed")
+    # httptools and uvloop are installed with us and chosen by "auto"; the others are for comparing.
+    serve.add_argument("--http", choices=["auto", "h11", "httptools"], default="auto", help=argparse.SUPPRESS)
+    serve.add_argument("--loop", choices=["auto", "asyncio", "uvloop"], default="auto", help=argparse.SUPPRESS)
     serve.set_defaults(func=cmd_serve)
 
     db = sub.add_parser("db", help="database maintenance")
