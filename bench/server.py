@@ -104,8 +104,8 @@ class Server:
             # (docs/reliability.md measures the overload answers).
             ASK_QUEUE_MAX="256",
             ASK_QUEUE_TIMEOUT_S="120",
-            **env,
         )
+        environ.update(env)  # the caller's settings win over the bench defaults above (bench/soak.py)
         cmd = [
             sys.executable,
             "-m",
