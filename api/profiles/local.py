@@ -227,7 +227,8 @@ class ExtractiveGenerator:
             return Generation(answer="", used_passage_ids=[], usage=usage)
         best = ranked[0][0]
         chosen = [r for r in ranked[: self.max_sentences] if r[0] >= max(self.min_relevance, best - 0.05)]
-        # Keep document order within a passage so two quoted sentences read naturally.
+        # Best first, not document order: the answer leads with the sentence that best answers the question
+        # (equal scores keep the passages' order, the sort being stable).
         answer = " ".join(r[1] for r in chosen) + await self._left_out(question, passages)
         return Generation(answer=answer, used_passage_ids=list(dict.fromkeys(r[2] for r in chosen)), usage=usage)
 
