@@ -26,6 +26,11 @@ class PassageRow(msgspec.Struct, frozen=True):
     content_hash: str
 
 
+# A cached answer's one read; bench/floor_app.py runs the same statement to measure the floor under us.
+CACHE_GET_SQL = (
+    "SELECT response::text AS response, created_at FROM answer_cache WHERE cache_key = $1 AND expires_at > now()"
+)
+
 class StoredPassage(msgspec.Struct, frozen=True):
     id: str
     source: str
@@ -451,11 +456,7 @@ class Store:
 
     async def cache_get(self, cache_key: str) -> CachedAnswer | None:
         async with self._conn() as conn:
-            row = await conn.fetchrow(
-                "SELECT response::text AS response, created_at FROM answer_cache"
-                " WHERE cache_key = $1 AND expires_at > now()",
-                cache_key,
-            )
+            row = await conn.fetchrow(CACHE_GET_SQL, cache_key)
         return None if row is None else CachedAnswer(response=row["response"], created_at=row["created_at"])
 
     async def cache_put(self, cache_key: str, question: str, response_json: str, ttl_s: int) -> None:

@@ -88,7 +88,9 @@ def cpu_s(processes: Sequence[psutil.Process]) -> float:
 class Server:
     """`provenance serve` as a subprocess: it starts (or joins) the embedded Postgres under `data_dir`."""
 
-    def __init__(self, data_dir: Path, *, workers: int = 1, ingest: bool = True, **env: str) -> None:
+    def __init__(
+        self, data_dir: Path, *, workers: int = 1, ingest: bool = True, serve_args: Sequence[str] = (), **env: str
+    ) -> None:
         self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -117,6 +119,7 @@ class Server:
             str(self.port),
             "--workers",
             str(workers),
+            *serve_args,
         ]
         if ingest:
             cmd.append("--ingest")
