@@ -32,7 +32,7 @@ from provenance.models import (
     Status,
 )
 from provenance.passages import ScoredPassage
-from provenance.ports import ModelError, Profile, Usage
+from provenance.ports import ModelError, Profile, Usage, Verification
 from provenance.settings import Settings
 from provenance.stages.citations import citations_from_support
 from provenance.stages.decompose import decompose, decompose_and_verify
@@ -321,26 +321,23 @@ class Pipeline:
                 getattr(stages, name).detail = "skipped: the generator gave no answer"
             return run.finish("refused", "no_answer")
 
-        # 9-12. Claims, entailment by every verifier, the lexical sanity check, the gate.
+        # 9-12. Claims, entailment, the lexical sanity check, the gate.
         combined = self.profile.decompose_and_verify
+        model_verdicts: tuple[str, Verification] | None = None
         if combined is not None:
             # One model call gives the claims and the model's verdicts; the local verifier still scores
             # every claim itself, and a claim is supported only when both agree.
             decomposed, model_verification = await decompose_and_verify(question, answer, passages, combined)
-            usages.append(decomposed.usage)
-            stages.decomposition = decomposed.stage
-            entailed = await entail(
-                question,
-                decomposed.claims,
-                passages,
-                self.profile.verifiers,
-                model_verdicts=(combined.name, model_verification),
-            )
+            model_verdicts = (combined.name, model_verification)
         else:
-            decomposed = await decompose(question, answer, self.profile.decomposer)
-            usages.append(decomposed.usage)
-            stages.decomposition = decomposed.stage
-            entailed = await entail(question, decomposed.claims, passages, self.profile.verifiers)
+            decomposer = self.profile.decomposer
+            assert decomposer is not None  # a Profile has one or the other (Profile.__post_init__)
+            decomposed = await decompose(question, answer, decomposer)
+        usages.append(decomposed.usage)
+        stages.decomposition = decomposed.stage
+        entailed = await entail(
+            question, decomposed.claims, passages, self.profile.verifier, model_verdicts=model_verdicts
+        )
         usages.extend(entailed.usages)
         stages.entailment = entailed.stage
         checked = lexical_check(entailed.claims, passages)

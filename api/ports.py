@@ -95,19 +95,24 @@ class DecomposeAndVerify(Protocol):
     ) -> tuple[Decomposition, Verification]: ...
 
 
-class Profile(msgspec.Struct, frozen=True):
-    """What a model profile provides to the pipeline. `verifiers[0]` is always the local verifier."""
+class Profile(msgspec.Struct, frozen=True, kw_only=True):
+    """What a model profile provides to the pipeline."""
 
     name: str
     screener: Screener
     generator: Generator
-    decomposer: Decomposer
-    verifiers: tuple[Verifier, ...]
+    # Scores every claim on this machine (the feature or the trained verifier), whatever the profile.
+    verifier: Verifier
     paid: bool
+    # How the answer becomes claims, exactly one of the two: a decomposer, or one model call that gives the
+    # claims with the model's own entailment verdicts, which then count beside `verifier`'s.
+    decomposer: Decomposer | None = None
+    decompose_and_verify: DecomposeAndVerify | None = None
     # Precomputes per-passage state (sentence vectors) so first questions don't pay for it.
     warmup: Callable[[Sequence[str]], None] | None = None
     # Told the corpus's passage texts whenever the corpus is (re)loaded; the local verifier learns its vocabulary.
     on_corpus: Callable[[Sequence[str]], None] | None = None
-    # When set, the pipeline gets claims and the model's entailment verdicts from this one call, and then
-    # runs only verifiers[0] (the local verifier) itself; verifiers[1:] are not called.
-    decompose_and_verify: DecomposeAndVerify | None = None
+
+    def __post_init__(self) -> None:
+        if (self.decomposer is None) == (self.decompose_and_verify is None):
+            raise ValueError(f"profile {self.name!r} needs exactly one of decomposer and decompose_and_verify")

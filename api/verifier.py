@@ -1,5 +1,5 @@
 """The trained verifier: a cross-encoder, separate from every generator, that scores each claim against
-each retrieved passage. With `LOCAL_MODELS=trained` both profiles run it as `Profile.verifiers[0]`.
+each retrieved passage. With `LOCAL_MODELS=trained` both profiles run it as `Profile.verifier`.
 
 Its question is not only "does the passage say this?" but "does the passage support this as the answer to
 the question?". A claim that is a sentence of the passage word for word is certainly what the passage

@@ -9,8 +9,8 @@ latency p50/p95/p99 and throughput at concurrency 1, 8 and 32; the per-stage bre
 answers at concurrency 1; and the peak memory of the server's processes and of Postgres. In process it
 measures ingest throughput (forced re-embed of corpus/), retrieval over 10k and 100k synthetic passages,
 exact scan against HNSW (bench/vector_scale.py), and the anthropic profile against the fake Messages API
-with 700 ms per call: sequential model round trips per uncached answer, with decomposition and model
-entailment combined (now) and as two calls (before), and what the pipeline adds on top. Then the
+with 700 ms per call: sequential model round trips per uncached answer (decomposition and model
+entailment are one call), and what the pipeline adds on top. Then the
 workers sweep of bench/scaling.py (docs/scaling.md). Request counts are modest so the run stays within
 ten minutes on two cores.
 """
@@ -29,8 +29,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import msgspec
 
 from bench import scaling, vector_scale
 from bench.common import machine, percentile, scratch_store
@@ -168,38 +166,37 @@ async def anthropic_phase(report: Report, embedder: Embedder, questions: Sequenc
             fake.responder = responder
             settings = fake.settings(base, anthropic_timeout_s=30.0)
             combined = build_anthropic_profile(settings, embedder)
-            paths = {"after": combined, "before": msgspec.structs.replace(combined, decompose_and_verify=None)}
             if combined.warmup is not None:
                 # What start-up does in the background: the local verifier's passage sentence vectors.
                 await asyncio.to_thread(combined.warmup, await store.passage_texts(2_000))
-            for label, profile in paths.items():
-                pipeline = Pipeline(settings, store, embedder, profile, NoGuards())
-                await pipeline.refresh_corpus()
-                fake.latency_s = 0.0
-                await pipeline.ask(questions[-1], request_id="warm")  # first-question costs, outside
-                fake.latency_s = MODEL_LATENCY_S
-                rows: list[dict[str, Any]] = []
-                for i, question in enumerate(questions[:n]):
-                    arrivals.clear()
-                    outcome = await pipeline.ask(question, request_id=f"bench-{label}-{i}")
-                    r = outcome.response
-                    waves = sequential_waves(arrivals, MODEL_LATENCY_S)
-                    rows.append(
-                        {
-                            "status": r.status,
-                            "total_ms": r.total_ms,
-                            "calls": len(arrivals),
-                            "round_trips": waves,
-                            "overhead_ms": r.total_ms - waves * MODEL_LATENCY_S * 1000,
-                            "stages": {s: getattr(r.stages, s).ms for s in STAGES},
-                        }
-                    )
-                report.anthropic[label] = rows
-                log(
-                    f"  {label}: round trips {[row['round_trips'] for row in rows]}, "
-                    f"total p50 {statistics.median(row['total_ms'] for row in rows):.0f} ms, "
-                    f"{[row['status'] for row in rows]}"
+            label = "combined"
+            pipeline = Pipeline(settings, store, embedder, combined, NoGuards())
+            await pipeline.refresh_corpus()
+            fake.latency_s = 0.0
+            await pipeline.ask(questions[-1], request_id="warm")  # first-question costs, outside
+            fake.latency_s = MODEL_LATENCY_S
+            rows: list[dict[str, Any]] = []
+            for i, question in enumerate(questions[:n]):
+                arrivals.clear()
+                outcome = await pipeline.ask(question, request_id=f"bench-{label}-{i}")
+                r = outcome.response
+                waves = sequential_waves(arrivals, MODEL_LATENCY_S)
+                rows.append(
+                    {
+                        "status": r.status,
+                        "total_ms": r.total_ms,
+                        "calls": len(arrivals),
+                        "round_trips": waves,
+                        "overhead_ms": r.total_ms - waves * MODEL_LATENCY_S * 1000,
+                        "stages": {s: getattr(r.stages, s).ms for s in STAGES},
+                    }
                 )
+            report.anthropic[label] = rows
+            log(
+                f"  {label}: round trips {[row['round_trips'] for row in rows]}, "
+                f"total p50 {statistics.median(row['total_ms'] for row in rows):.0f} ms, "
+                f"{[row['status'] for row in rows]}"
+            )
 
 
 def sequential_waves(arrivals: Sequence[float], latency_s: float) -> int:
@@ -272,11 +269,8 @@ def _anthropic_table(rows: dict[str, list[dict[str, Any]]]) -> str:
         "| decomposition p50 | entailment p50 | statuses |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    names = {
-        "before": "before: decompose, then verify (two calls)",
-        "after": "now: one decompose-and-verify call",
-    }
-    for label in ("before", "after"):
+    names = {"combined": "one decompose-and-verify call"}
+    for label in names:
         data = rows.get(label, [])
         if not data:
             continue

@@ -55,10 +55,10 @@ def main() -> int:
     settings = Settings().with_overrides(profile="local")
     embedder = load_embedder(settings)
     profile = build_profile(settings, embedder)
-    local = profile.verifiers[0]
+    local = profile.verifier
     assert isinstance(local, LocalVerifier)
     recorder = RecordingVerifier(local)
-    profile = msgspec.structs.replace(profile, verifiers=(recorder,))
+    profile = msgspec.structs.replace(profile, verifier=recorder)
     with tempfile.TemporaryDirectory() as tmp:
         results, _ = asyncio.run(
             run_evals(

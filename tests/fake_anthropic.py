@@ -32,13 +32,7 @@ import msgspec
 import pytest
 from anthropic import AsyncAnthropic
 
-from provenance.profiles.anthropic import (
-    ANSWER_TOOL,
-    CHECKED_CLAIMS_TOOL,
-    CLAIMS_TOOL,
-    SCREEN_TOOL,
-    VERDICTS_TOOL,
-)
+from provenance.profiles.anthropic import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
 from provenance.settings import Settings
 
 FAKE_API_KEY = "sk-ant-test-0000"
@@ -329,7 +323,6 @@ def _message_body(request: RecordedRequest, reply: Reply) -> bytes:
 
 # Attribute values may contain ">" (headings are "Chapter > Section"), so the tag ends at its line's end.
 _PASSAGE = re.compile(r'<passage n="\d+" id="([^"]*)"[^\n]*>\n(.*?)\n</passage>', re.DOTALL)
-_CLAIM = re.compile(r'<claim index="(\d+)">(.*?)</claim>', re.DOTALL)
 _ANSWER = re.compile(r"<answer>\n(.*?)\n</answer>", re.DOTALL)
 
 
@@ -358,21 +351,6 @@ def default_responder(request: RecordedRequest) -> Reply:
             return Reply(tool_input={"answer": "", "used_passage_ids": []})
         pid, text = passages[0]
         return Reply(tool_input={"answer": _first_sentence(text), "used_passage_ids": [pid]})
-    if tool == CLAIMS_TOOL:
-        match = _ANSWER.search(user)
-        return Reply(tool_input={"claims": _sentences(match.group(1)) if match else []})
-    if tool == VERDICTS_TOOL:
-        verdicts = []
-        for index, claim in _CLAIM.findall(user):
-            support = [pid for pid, text in passages if claim.rstrip(".") in text]
-            verdicts.append(
-                {
-                    "index": int(index),
-                    "supported_probability": 0.95 if support else 0.05,
-                    "supporting_passage_ids": support,
-                }
-            )
-        return Reply(tool_input={"verdicts": verdicts})
     if tool == CHECKED_CLAIMS_TOOL:
         match = _ANSWER.search(user)
         claims = []

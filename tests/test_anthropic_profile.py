@@ -15,20 +15,16 @@ from provenance.pricing import cost_usd, max_call_cost_usd, price_for
 from provenance.profiles.anthropic import (
     ANSWER_TOOL,
     CHECKED_CLAIMS_TOOL,
-    CLAIMS_TOOL,
     SCREEN_TOOL,
-    VERDICTS_TOOL,
     AnthropicDecomposeAndVerify,
-    AnthropicDecomposer,
     AnthropicGenerator,
     AnthropicScreener,
-    AnthropicVerifier,
     ModelOutputError,
     build_anthropic_models,
     build_anthropic_profile,
     make_client,
 )
-from provenance.stages.decompose import decompose, decompose_and_verify
+from provenance.stages.decompose import decompose_and_verify
 from tests.fake_anthropic import FakeAnthropic, Reply, fake_anthropic, wait_for_requests
 
 __all__ = ["fake_anthropic"]  # the fixture, imported so pytest finds it here
@@ -184,41 +180,24 @@ async def test_screener_clamps_confidence(fake_anthropic: FakeAnthropic) -> None
 # --- decomposition ---------------------------------------------------------------------------
 
 
-async def test_decomposer_drops_meta_claims_and_strips_attribution(fake_anthropic: FakeAnthropic) -> None:
-    fake_anthropic.reply(
-        CLAIMS_TOOL,
-        {
-            "claims": [
-                "A day pass costs $25.",
-                "The passages do not mention a weekend surcharge.",
-                "According to the passages, a day pass is valid for the staffed hours of one day.",
-                "A day pass costs $25.",
-                "  ",
-            ]
-        },
-        output_tokens=55,
+def test_claims_lose_their_attribution_and_repeats() -> None:
+    kept, dropped = split_claims(
+        [
+            "A day pass costs $25.",
+            "The passages do not mention a weekend surcharge.",
+            "According to the passages, a day pass is valid for the staffed hours of one day.",
+            "A day pass costs $25.",
+            "  ",
+        ]
     )
-    decomposer = AnthropicDecomposer(fake_anthropic.client(), MODEL)
-
-    outcome = await decompose("How much is a day pass?", "It's $25, for the staffed hours.", decomposer)
-
-    # The profile returns the model's claims as given; the stage cleans them and records what it dropped.
-    assert outcome.claims == [
-        "A day pass costs $25.",
-        "A day pass is valid for the staffed hours of one day.",
-    ]
-    assert outcome.stage.dropped == ["The passages do not mention a weekend surcharge."]
-    assert outcome.usage == Usage(model=MODEL, input_tokens=100, output_tokens=55)
-    [request] = fake_anthropic.requests
-    assert request.tool_name == CLAIMS_TOOL
-    assert "self-contained" in request.system and "NO claims about the sources" in request.system
-    assert "<question>\nHow much is a day pass?\n</question>" in request.user_text
-    assert "<answer>\nIt's $25, for the staffed hours.\n</answer>" in request.user_text
+    assert kept == ["A day pass costs $25.", "A day pass is valid for the staffed hours of one day."]
+    assert dropped == ["The passages do not mention a weekend surcharge."]
 
 
-async def test_decomposer_empty_answer_makes_no_call(fake_anthropic: FakeAnthropic) -> None:
-    result = await AnthropicDecomposer(fake_anthropic.client(), MODEL).decompose("Q?", "   ")
-    assert result.claims == []
+async def test_an_empty_answer_makes_no_claims_call(fake_anthropic: FakeAnthropic) -> None:
+    checker = AnthropicDecomposeAndVerify(fake_anthropic.client(), MODEL)
+    decomposition, verification = await checker.decompose_and_verify("Q?", "   ", PASSAGES)
+    assert decomposition.claims == [] and verification.verdicts == []
     assert fake_anthropic.requests == []
 
 
@@ -255,48 +234,7 @@ def test_factual_claims_are_kept(claim: str) -> None:
     assert split_claims([claim]) == ([claim], [])
 
 
-# --- verification ----------------------------------------------------------------------------
-
-
-async def test_verifier_maps_indexes_and_fills_missing(fake_anthropic: FakeAnthropic) -> None:
-    claims = ["A day pass costs $25.", "A keyfob costs $15.", "A locker costs $5."]
-    fake_anthropic.reply(
-        VERDICTS_TOOL,
-        {
-            "verdicts": [
-                # Out of order, one invented id, one out-of-range index, one duplicate, claim 3 missing.
-                {"index": 2, "supported_probability": 0.9, "supporting_passage_ids": [IDS[1], "nope#x"]},
-                {"index": 1, "supported_probability": 0.97, "supporting_passage_ids": [IDS[0]]},
-                {"index": 1, "supported_probability": 0.01, "supporting_passage_ids": []},
-                {"index": 7, "supported_probability": 0.99, "supporting_passage_ids": [IDS[0]]},
-            ]
-        },
-        input_tokens=900,
-        output_tokens=80,
-    )
-    verifier = AnthropicVerifier(fake_anthropic.client(), MODEL)
-    assert verifier.name == "anthropic-entailment"
-
-    result = await verifier.verify("Prices?", claims, PASSAGES)
-
-    assert [v.score for v in result.verdicts] == [pytest.approx(0.97), pytest.approx(0.9), 0.0]
-    assert [v.supporting_passage_ids for v in result.verdicts] == [[IDS[0]], [IDS[1]], []]
-    assert result.usage == Usage(model=MODEL, input_tokens=900, output_tokens=80)
-    [request] = fake_anthropic.requests  # one call for all claims
-    assert request.tool_name == VERDICTS_TOOL
-    user = request.user_text
-    assert '<claim index="1">A day pass costs $25.</claim>' in user
-    assert '<claim index="3">A locker costs $5.</claim>' in user
-    assert f'id="{IDS[0]}"' in user
-    assert "NOT supported" in request.system
-
-
-async def test_verifier_short_circuits_without_claims_or_passages(fake_anthropic: FakeAnthropic) -> None:
-    verifier = AnthropicVerifier(fake_anthropic.client(), MODEL)
-    assert (await verifier.verify("Q?", [], PASSAGES)).verdicts == []
-    no_evidence = await verifier.verify("Q?", ["A claim."], [])
-    assert [(v.score, v.supporting_passage_ids) for v in no_evidence.verdicts] == [(0.0, [])]
-    assert fake_anthropic.requests == []
+# --- claims with the model's verdicts --------------------------------------------------------
 
 
 async def test_decompose_and_verify_is_one_call(fake_anthropic: FakeAnthropic) -> None:
@@ -372,16 +310,16 @@ async def test_wrong_key_is_rejected_like_the_real_api(fake_anthropic: FakeAnthr
 async def test_client_errors_are_not_retried(fake_anthropic: FakeAnthropic) -> None:
     fake_anthropic.fail(400, times=3)
     with pytest.raises(ModelError, match="HTTP 400"):
-        await AnthropicDecomposer(fake_anthropic.client(max_retries=2), MODEL).decompose("Q?", "An answer.")
+        await AnthropicGenerator(fake_anthropic.client(max_retries=2), MODEL).generate("Q?", PASSAGES)
     assert len(fake_anthropic.requests) == 1
 
 
 async def test_timeout_is_a_model_error(fake_anthropic: FakeAnthropic) -> None:
     fake_anthropic.hang(times=5)
-    verifier = AnthropicVerifier(fake_anthropic.client(timeout=0.3, max_retries=1), MODEL)
+    checker = AnthropicDecomposeAndVerify(fake_anthropic.client(timeout=0.3, max_retries=1), MODEL)
     started = time.monotonic()
     with pytest.raises(ModelError, match="timed out"):
-        await verifier.verify("Q?", ["A claim."], PASSAGES)
+        await checker.decompose_and_verify("Q?", "An answer.", PASSAGES)
     # Two attempts of 0.3 s plus the SDK's ~0.5 s backoff: bounded, not five hangs.
     assert time.monotonic() - started < 2.5
     assert len(fake_anthropic.requests) == 2
@@ -447,10 +385,13 @@ async def test_make_client_uses_settings(fake_anthropic: FakeAnthropic) -> None:
     assert all(r.api_key == settings.anthropic_api_key for r in fake_anthropic.requests)
 
 
-async def test_profile_keeps_the_local_verifier_first(fake_anthropic: FakeAnthropic, embedder: Embedder) -> None:
+async def test_profile_checks_claims_with_the_local_verifier_and_one_model_call(
+    fake_anthropic: FakeAnthropic, embedder: Embedder
+) -> None:
     profile = build_anthropic_profile(fake_anthropic.settings(), embedder)
     assert profile.name == "anthropic" and profile.paid
-    assert [type(v).__name__ for v in profile.verifiers] == ["LocalVerifier", "AnthropicVerifier"]
+    assert type(profile.verifier).__name__ == "LocalVerifier"
+    assert isinstance(profile.decompose_and_verify, AnthropicDecomposeAndVerify) and profile.decomposer is None
     assert isinstance(profile.screener, AnthropicScreener)
     verdict = await profile.screener.classify("How much is a day pass?", PASSAGES)
     assert verdict.label == "ok"

@@ -120,7 +120,7 @@ async def test_a_spent_budget_blocks_new_questions_but_still_serves_cached_answe
     # The local models, billed as if paid: the reservation logic runs, the metered cost is zero. (A paid
     # profile screens without passages, which the local classifier can't, so screening passes here.)
     paid = msgspec.structs.replace(services.profile, name="paid-test", paid=True, screener=_PassScreener())
-    estimate = request_estimate_usd(services.settings, paid)
+    estimate = request_estimate_usd(services.settings)
     settings = services.settings.with_overrides(daily_budget_usd=round(estimate * 1.5, 6))
     pipeline = Pipeline(settings, services.store, services.embedder, paid, PostgresGuards(settings, services.store))
     await pipeline.refresh_corpus()

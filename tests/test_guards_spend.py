@@ -12,25 +12,26 @@ from provenance.pricing import cost_usd, max_call_cost_usd
 from provenance.settings import Settings
 from provenance.store import Store
 
-# Only name, paid and verifiers matter to the spend cap; the model objects are never called here.
-PAID = Profile(name="anthropic", screener=None, generator=None, decomposer=None, verifiers=(None, None), paid=True)
-LOCAL = Profile(name="local", screener=None, generator=None, decomposer=None, verifiers=(None,), paid=False)
+# Only name and paid matter to the spend cap; the model objects are never called here.
+PAID = Profile(name="anthropic", screener=None, generator=None, verifier=None, paid=True, decompose_and_verify=object())
+LOCAL = Profile(name="local", screener=None, generator=None, verifier=None, paid=False, decomposer=object())
 CALL = Usage(model="claude-haiku-4-5", input_tokens=1000, output_tokens=200)  # $0.002
 
 
-def test_the_estimate_is_four_worst_case_calls() -> None:
+def test_the_estimate_is_three_worst_case_calls() -> None:
+    # Screening, generation and the combined decompose-and-verify call; the verifier is local.
     settings = Settings()
-    estimate = request_estimate_usd(settings, PAID)
+    estimate = request_estimate_usd(settings)
     per_call = max_call_cost_usd("claude-haiku-4-5", 2000 + 4 * 256 * 3 // 2, 1536)
-    assert estimate == pytest.approx(4 * per_call)
+    assert estimate == pytest.approx(3 * per_call)
     # A real request of the anthropic profile, at its max_tokens, never costs more than that.
-    assert estimate > 4 * cost_usd(Usage(model="claude-haiku-4-5", input_tokens=3000, output_tokens=1024))
+    assert estimate > 3 * cost_usd(Usage(model="claude-haiku-4-5", input_tokens=3000, output_tokens=1536))
 
 
 async def test_concurrent_reservations_never_overshoot_by_more_than_one_request(fresh_store: Store) -> None:
     settings = Settings(daily_budget_usd=1.0)
     cap = SpendCap(fresh_store, settings)
-    estimate = request_estimate_usd(settings, PAID)
+    estimate = request_estimate_usd(settings)
     already = round(1.0 - 2.5 * estimate, 6)
     await fresh_store.spend_settle(utc_day(), 0.0, already, 0)
 

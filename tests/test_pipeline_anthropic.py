@@ -8,7 +8,6 @@ import time
 from collections.abc import Sequence
 
 import httpx
-import msgspec
 import pytest
 
 from provenance.embedder import Embedder
@@ -16,14 +15,7 @@ from provenance.guards.base import NoGuards, Reservation
 from provenance.models import SpendStage
 from provenance.pipeline import Outcome, Pipeline
 from provenance.ports import Usage
-from provenance.profiles.anthropic import (
-    ANSWER_TOOL,
-    CHECKED_CLAIMS_TOOL,
-    CLAIMS_TOOL,
-    SCREEN_TOOL,
-    VERDICTS_TOOL,
-    build_anthropic_profile,
-)
+from provenance.profiles.anthropic import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL, build_anthropic_profile
 from provenance.profiles.local import LOCAL_VERIFIER
 from provenance.services import Services
 from provenance.settings import Settings
@@ -51,13 +43,10 @@ class RecordingGuards(NoGuards):
 
 
 async def make_pipeline(
-    fake: FakeAnthropic, services: Services, embedder: Embedder, *, combined: bool = True
+    fake: FakeAnthropic, services: Services, embedder: Embedder
 ) -> tuple[Pipeline, RecordingGuards]:
     settings = fake.settings(services.settings)
     profile = build_anthropic_profile(settings, embedder)
-    if not combined:
-        # The earlier path: decomposition and model entailment as two sequential calls.
-        profile = msgspec.structs.replace(profile, decompose_and_verify=None)
     guards = RecordingGuards()
     pipeline = Pipeline(settings, services.store, embedder, profile, guards)
     await pipeline.refresh_corpus()
@@ -118,7 +107,6 @@ async def test_answered_with_citations_and_both_scores_per_claim(
     # One combined call for claims and model entailment; no separate decompose or verify calls.
     tools = [req.tool_name for req in fake_anthropic.requests]
     assert sorted(t or "" for t in tools) == sorted([SCREEN_TOOL, ANSWER_TOOL, CHECKED_CLAIMS_TOOL])
-    assert not fake_anthropic.requests_for(CLAIMS_TOOL) and not fake_anthropic.requests_for(VERDICTS_TOOL)
     # Both stages keep their records: the decomposition is the combined call, entailment names both.
     assert r.stages.decomposition.status == "ok" and r.stages.decomposition.ms > 0
     assert r.stages.decomposition.model == "claude-haiku-4-5"
@@ -204,11 +192,12 @@ async def test_injection_verdict_blocks_before_generation(
     assert len(guards.settled) == 1
 
 
-@pytest.mark.parametrize(("combined", "expected"), [(True, 3), (False, 4)])
 async def test_sequential_round_trips(
-    fake_anthropic: FakeAnthropic, corpus_services: Services, embedder: Embedder, combined: bool, expected: int
+    fake_anthropic: FakeAnthropic, corpus_services: Services, embedder: Embedder
 ) -> None:
-    pipeline, _ = await make_pipeline(fake_anthropic, corpus_services, embedder, combined=combined)
+    """Screening (alongside retrieval), generation, then the claims with the model's verdicts: three."""
+    expected = 3
+    pipeline, _ = await make_pipeline(fake_anthropic, corpus_services, embedder)
     await ask(pipeline, "What does a day pass cost?")  # warm the local models outside the measurement
     fake_anthropic.reset()
     arrivals = record_arrivals(fake_anthropic)

@@ -19,6 +19,7 @@ from provenance.ports import (
     ClaimVerdict,
     Decomposition,
     Generation,
+    Profile,
     ScreenVerdict,
     Usage,
     Verification,
@@ -316,6 +317,21 @@ async def test_decompose_detail_is_none_without_drops() -> None:
     assert outcome.stage.detail is None and outcome.stage.dropped == []
 
 
+def test_a_profile_makes_claims_exactly_one_way() -> None:
+    with pytest.raises(ValueError, match="exactly one"):
+        Profile(name="neither", screener=None, generator=None, verifier=None, paid=False)
+    with pytest.raises(ValueError, match="exactly one"):
+        Profile(
+            name="both",
+            screener=None,
+            generator=None,
+            verifier=None,
+            paid=False,
+            decomposer=FixedDecomposer([]),
+            decompose_and_verify=object(),
+        )
+
+
 # --- entailment -----------------------------------------------------------------------------------
 
 
@@ -356,17 +372,18 @@ class FixedVerifier:
         return self.result
 
 
-async def test_entail_runs_every_verifier_and_collects_usage() -> None:
+async def test_entail_runs_the_verifier_and_counts_the_model_verdicts_given() -> None:
     local = FixedVerifier("local", verification((0.9, [LOCKERS.id])))
-    model = FixedVerifier("model", verification((0.5, [LOCKERS.id]), usage=Usage(model="m", input_tokens=7)))
-    outcome = await entail("q", ["A standard locker costs $14 per month."], PASSAGES, [local, model])
-    assert local.calls == model.calls == 1
+    given = verification((0.5, [LOCKERS.id]), usage=Usage(model="m", input_tokens=7))
+    claims = ["A standard locker costs $14 per month."]
+    outcome = await entail("q", claims, PASSAGES, local, model_verdicts=("model", given))
+    assert local.calls == 1
     assert outcome.stage.verifiers == ["local", "model"] and outcome.stage.status == "ok"
     assert outcome.usages == [Usage(model="m", input_tokens=7)]
     (only,) = outcome.claims
     assert (only.score, only.local_score, only.model_score) == (0.5, 0.9, 0.5)
 
-    alone = await entail("q", ["A standard locker costs $14 per month."], PASSAGES, [local])
+    alone = await entail("q", claims, PASSAGES, local)
     assert alone.stage.verifiers == ["local"] and alone.usages == []
     assert alone.claims[0].score == 0.9 and alone.claims[0].model_score is None
 

@@ -36,13 +36,12 @@ def utc_day() -> dt.date:
     return dt.datetime.now(dt.UTC).date()
 
 
-def request_estimate_usd(settings: Settings, profile: Profile) -> float:
+def request_estimate_usd(settings: Settings) -> float:
     """The most one request can cost, the amount held against the budget while it runs."""
     max_input = PROMPT_OVERHEAD_TOKENS + math.ceil(settings.retrieval_k * settings.chunk_max_tokens * TOKENIZER_SLACK)
-    # Screening and generation, then either one combined decompose-and-verify call or a decomposition plus
-    # one call per paid verifier (verifiers[0] is always the local one).
-    checking = 1 if profile.decompose_and_verify is not None else len(profile.verifiers)
-    calls = 2 + checking
+    # Screening, generation and the one call that makes the claims (the combined decompose-and-verify); the
+    # profile's verifier runs on this machine and costs nothing.
+    calls = 3
     per_call = max_call_cost_usd(settings.anthropic_model, max_input, MAX_OUTPUT_TOKENS_PER_CALL)
     return round(per_call * calls, 6)
 
@@ -66,7 +65,7 @@ class SpendCap:
             )
             stage.ms = timer.ms
             return Reservation(stage, day=day.isoformat(), reserved_usd=0.0)
-        estimate = request_estimate_usd(self.settings, profile)
+        estimate = request_estimate_usd(self.settings)
         row = await self.store.spend_reserve(day, estimate, self.budget_usd)
         if row is None:
             today = await self.store.spend_day(day)

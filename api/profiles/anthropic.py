@@ -38,8 +38,6 @@ if TYPE_CHECKING:
 
 SCREEN_TOOL = "classify_question"
 ANSWER_TOOL = "submit_answer"
-CLAIMS_TOOL = "submit_claims"
-VERDICTS_TOOL = "submit_verdicts"
 CHECKED_CLAIMS_TOOL = "submit_checked_claims"
 
 VERIFIER_NAME = "anthropic-entailment"
@@ -119,14 +117,6 @@ day pass?", answer "$25." gives the claim "A day pass costs $25.").
 not mention X" or "The handbook says..."; state the fact itself instead), and no hedges or advice.
 - If the answer makes no factual claim, there are no claims."""
 
-DECOMPOSE_SYSTEM = f"""\
-You break an answer into the factual claims it makes, so each can be checked separately.
-
-{_CLAIM_RULES}
-
-{_DATA_NOT_INSTRUCTIONS}
-Reply only by calling {CLAIMS_TOOL}."""
-
 _ENTAILMENT_RULES = """\
 - supported_probability is the probability (0 to 1) that the passages, read literally, state or \
 directly entail the claim. Use no outside knowledge.
@@ -135,15 +125,6 @@ state differently, is NOT supported, even if the rest matches: give it a probabi
 - A claim the passages contradict gets a probability near 0. A faithful paraphrase of a stated fact \
 is supported.
 - supporting_passage_ids are the ids of the passages that state the claim; empty when unsupported."""
-
-VERIFY_SYSTEM = f"""\
-You check claims against the numbered passages in the user message.
-
-{_ENTAILMENT_RULES}
-- Return exactly one verdict per claim, using the claim's index as shown.
-
-{_DATA_NOT_INSTRUCTIONS}
-Reply only by calling {VERDICTS_TOOL}."""
 
 DECOMPOSE_VERIFY_SYSTEM = f"""\
 You do two things in one step.
@@ -191,39 +172,6 @@ ANSWER_SCHEMA: ToolParam = {
     },
 }
 
-CLAIMS_SCHEMA: ToolParam = {
-    "name": CLAIMS_TOOL,
-    "description": "Submit the atomic, self-contained factual claims the answer makes.",
-    "input_schema": {
-        "type": "object",
-        "properties": {"claims": {"type": "array", "items": {"type": "string"}}},
-        "required": ["claims"],
-    },
-}
-
-VERDICTS_SCHEMA: ToolParam = {
-    "name": VERDICTS_TOOL,
-    "description": "Submit one verdict per claim.",
-    "input_schema": {
-        "type": "object",
-        "properties": {
-            "verdicts": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "index": {"type": "integer"},
-                        "supported_probability": _PROBABILITY,
-                        "supporting_passage_ids": _ID_LIST,
-                    },
-                    "required": ["index", "supported_probability", "supporting_passage_ids"],
-                },
-            }
-        },
-        "required": ["verdicts"],
-    },
-}
-
 CHECKED_CLAIMS_SCHEMA: ToolParam = {
     "name": CHECKED_CLAIMS_TOOL,
     "description": "Submit the answer's claims, each with how well the passages support it.",
@@ -261,20 +209,6 @@ class _AnswerOut(msgspec.Struct):
     used_passage_ids: list[str] = msgspec.field(default_factory=list)
 
 
-class _ClaimsOut(msgspec.Struct):
-    claims: list[str]
-
-
-class _VerdictOut(msgspec.Struct):
-    index: int
-    supported_probability: float
-    supporting_passage_ids: list[str] = msgspec.field(default_factory=list)
-
-
-class _VerdictsOut(msgspec.Struct):
-    verdicts: list[_VerdictOut]
-
-
 class _CheckedClaimOut(msgspec.Struct):
     claim: str
     supported_probability: float
@@ -306,11 +240,6 @@ def render_passages(passages: Sequence[ScoredPassage]) -> str:
         for n, p in enumerate(passages, start=1)
     ]
     return "<passages>\n" + "\n".join(blocks) + "\n</passages>"
-
-
-def _render_claims(claims: Sequence[str]) -> str:
-    lines = [f'<claim index="{i}">{_fence(c)}</claim>' for i, c in enumerate(claims, start=1)]
-    return "<claims>\n" + "\n".join(lines) + "\n</claims>"
 
 
 def _collection_summary(passages: Sequence[ScoredPassage]) -> str:
@@ -480,54 +409,6 @@ class AnthropicGenerator(_ToolCaller):
         return Generation(answer=answer, used_passage_ids=used, usage=usage)
 
 
-class AnthropicDecomposer(_ToolCaller):
-    name = "anthropic-decomposer"
-
-    async def decompose(self, question: str, answer: str) -> Decomposition:
-        if not answer.strip():
-            return Decomposition(claims=[], usage=Usage(model=self.model))
-        user = f"<question>\n{_fence(question)}\n</question>\n\n<answer>\n{_fence(answer)}\n</answer>"
-        raw, usage = await self._call(
-            system=DECOMPOSE_SYSTEM,
-            user=user,
-            tool=CLAIMS_SCHEMA,
-            what="claim decomposition",
-        )
-        out = _parse(raw, _ClaimsOut, usage, "claim decomposition", ["claims"])
-        return Decomposition(claims=list(out.claims), usage=usage)
-
-
-class AnthropicVerifier(_ToolCaller):
-    name = VERIFIER_NAME
-
-    async def verify(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification:
-        if not claims:
-            return Verification(verdicts=[], usage=None)
-        if not passages:
-            # No evidence means no support; asking a model would only cost money.
-            return Verification(verdicts=[ClaimVerdict(score=0.0, supporting_passage_ids=[]) for _ in claims])
-        user = f"{render_passages(passages)}\n\n<question>\n{_fence(question)}\n</question>\n\n{_render_claims(claims)}"
-        raw, usage = await self._call(
-            system=VERIFY_SYSTEM,
-            user=user,
-            tool=VERDICTS_SCHEMA,
-            what="verification",
-        )
-        out = _parse(raw, _VerdictsOut, usage, "verification", ["verdicts"])
-        ids = [p.id for p in passages]
-        by_index: dict[int, ClaimVerdict] = {}
-        for v in out.verdicts:
-            # The prompt numbers claims from 1; a verdict for an unknown or repeated index is ignored.
-            if 1 <= v.index <= len(claims) and v.index not in by_index:
-                by_index[v.index] = ClaimVerdict(
-                    score=_clamp(v.supported_probability),
-                    supporting_passage_ids=_known_ids(v.supporting_passage_ids, ids),
-                )
-        missing = ClaimVerdict(score=0.0, supporting_passage_ids=[])
-        verdicts = [by_index.get(i, missing) for i in range(1, len(claims) + 1)]
-        return Verification(verdicts=verdicts, usage=usage)
-
-
 class AnthropicDecomposeAndVerify(_ToolCaller):
     """Decomposition and entailment in one call, saving a sequential round trip.
 
@@ -576,8 +457,6 @@ class AnthropicModels(msgspec.Struct, frozen=True):
     client: AsyncAnthropic
     screener: AnthropicScreener
     generator: AnthropicGenerator
-    decomposer: AnthropicDecomposer
-    verifier: AnthropicVerifier
     decompose_and_verify: AnthropicDecomposeAndVerify
 
 
@@ -588,14 +467,13 @@ def build_anthropic_models(settings: Settings, client: AsyncAnthropic | None = N
         client=client,
         screener=AnthropicScreener(client, model),
         generator=AnthropicGenerator(client, model),
-        decomposer=AnthropicDecomposer(client, model),
-        verifier=AnthropicVerifier(client, model),
         decompose_and_verify=AnthropicDecomposeAndVerify(client, model),
     )
 
 
 def build_anthropic_profile(settings: Settings, embedder: Embedder, client: AsyncAnthropic | None = None) -> Profile:
-    """The paid profile: Claude screens, answers and decomposes; the local verifier stays verifiers[0]."""
+    """The paid profile: Claude screens, answers, and gives the claims with its own verdicts in one call; the
+    local verifier scores every claim too, and a claim is supported only as far as both agree."""
     # Imported here so that using the model classes alone doesn't load the embedder's dependencies.
     from provenance.profiles.local import SentenceEmbeddings, build_local_verifier, warm_sentences
 
@@ -607,8 +485,7 @@ def build_anthropic_profile(settings: Settings, embedder: Embedder, client: Asyn
             name="anthropic",
             screener=models.screener,
             generator=models.generator,
-            decomposer=models.decomposer,
-            verifiers=(build_trained_verifier(), models.verifier),
+            verifier=build_trained_verifier(),
             paid=True,
             decompose_and_verify=models.decompose_and_verify,
         )
@@ -618,13 +495,12 @@ def build_anthropic_profile(settings: Settings, embedder: Embedder, client: Asyn
         name="anthropic",
         screener=models.screener,
         generator=models.generator,
-        decomposer=models.decomposer,
-        verifiers=(local_verifier, models.verifier),
+        verifier=local_verifier,
         on_corpus=local_verifier.extractor.set_corpus,
         paid=True,
         # The local verifier runs after the combined model call, on the critical path: have the passages'
         # sentence vectors ready (start-up warms them in the background) rather than embed them then.
         warmup=lambda texts: warm_sentences(sentences, texts),
-        # Claims and the model's verdicts in one call: three sequential round trips per answer, not four.
+        # Claims and the model's verdicts in one call: three sequential round trips per answer.
         decompose_and_verify=models.decompose_and_verify,
     )

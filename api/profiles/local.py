@@ -521,9 +521,9 @@ def build_local_profile(embedder: Embedder, models: LocalModels = "features") ->
         name="local",
         screener=LocalScreener(embedder),
         generator=ExtractiveGenerator(sentences),
-        decomposer=SentenceDecomposer(),
-        verifiers=(verifier,),
+        verifier=verifier,
         paid=False,
+        decomposer=SentenceDecomposer(),
         warmup=lambda texts: warm_sentences(sentences, texts),
         on_corpus=verifier.extractor.set_corpus,
     )

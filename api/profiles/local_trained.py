@@ -67,7 +67,7 @@ def build_trained_local_profile(screener: Screener, decomposer: Decomposer) -> P
         name="local",
         screener=screener,
         generator=ReaderGenerator(get_reader(), load_calibration()),
-        decomposer=decomposer,
-        verifiers=(build_trained_verifier(),),
+        verifier=build_trained_verifier(),
         paid=False,
+        decomposer=decomposer,
     )

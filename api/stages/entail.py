@@ -1,9 +1,8 @@
-"""Entailment: every verifier scores every claim against the passages. With two verifiers (the local one
-and a model), a claim is only as supported as the less convinced of the two."""
+"""Entailment: the profile's verifier scores every claim against the passages. When a model gave its own
+verdicts with the claims, a claim is only as supported as the less convinced of the two."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
 import msgspec
@@ -52,25 +51,21 @@ async def entail(
     question: str,
     claims: Sequence[str],
     passages: Sequence[ScoredPassage],
-    verifiers: Sequence[Verifier],
+    verifier: Verifier,
     *,
     model_verdicts: tuple[str, Verification] | None = None,
 ) -> EntailmentOutcome:
-    """`model_verdicts` (the model verifier's name and its verdicts) are ones that arrived with the claims
-    (one combined call); then only `verifiers[0]`, the local verifier, runs here, and both still count."""
+    """`verifier` (the profile's own, on this machine) scores every claim. `model_verdicts`, the model's name
+    and its verdicts, are ones that arrived with the claims (one combined call); both then count."""
     timer = Timer()
+    own = await verifier.verify(question, claims, passages)
+    names = [verifier.name]
+    given: Verification | None = None
+    detail = None
     if model_verdicts is not None:
-        local_verifier = verifiers[0]
-        own = await local_verifier.verify(question, claims, passages)
         model_name, given = model_verdicts
-        names = [local_verifier.name, model_name]
-        paid = [v.usage for v in (own, given) if v.usage is not None]
+        names.append(model_name)
         detail = "the model's verdicts came with the claims (one call); the local verifier scored every claim"
-        stage = EntailmentStage(status="ok", ms=timer.ms, verifiers=names, detail=detail)
-        return EntailmentOutcome(stage, combine(claims, own, given), paid)
-    verifications = await asyncio.gather(*(v.verify(question, claims, passages) for v in verifiers))
-    local = verifications[0]
-    model = verifications[1] if len(verifications) > 1 else None
-    stage = EntailmentStage(status="ok", ms=timer.ms, verifiers=[v.name for v in verifiers])
-    usages = [v.usage for v in verifications if v.usage is not None]
-    return EntailmentOutcome(stage, combine(claims, local, model), usages)
+    usages = [v.usage for v in (own, given) if v is not None and v.usage is not None]
+    stage = EntailmentStage(status="ok", ms=timer.ms, verifiers=names, detail=detail)
+    return EntailmentOutcome(stage, combine(claims, own, given), usages)
