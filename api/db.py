@@ -14,6 +14,10 @@ from provenance.settings import REPO_ROOT, Settings
 MIGRATIONS_DIR = REPO_ROOT / "db" / "migrations"
 # Any constant works; it only has to be the same in every process that migrates this database.
 _MIGRATION_LOCK = 727_001
+# The pool's statements time out after DB_TIMEOUT_S, so that a database that accepts connections but never
+# answers fails a request as fast as one that is down. Operator work (ingest, index builds, migrations)
+# passes this instead: it may rightly run for minutes, and an hour still ends a truly hung one.
+MAINTENANCE_TIMEOUT_S = 3600.0
 
 
 def resolve_database_url(settings: Settings) -> str:
@@ -45,7 +49,7 @@ async def create_pool(dsn: str, settings: Settings) -> asyncpg.Pool:
         init=_init_connection,
         reset=_keep_session,
         timeout=settings.db_timeout_s,
-        command_timeout=30,
+        command_timeout=settings.db_timeout_s,
         server_settings={"search_path": f"{settings.db_schema},public"},
     )
     assert pool is not None
@@ -80,7 +84,8 @@ async def migrate(pool: asyncpg.Pool, directory: Path = MIGRATIONS_DIR) -> list[
     """Apply pending migrations in order, each in its own transaction; returns the names applied."""
     applied: list[str] = []
     async with pool.acquire() as conn:
-        await conn.execute("SELECT pg_advisory_lock($1)", _MIGRATION_LOCK)
+        # Another process may hold the lock for as long as its migrations take.
+        await conn.execute("SELECT pg_advisory_lock($1)", _MIGRATION_LOCK, timeout=MAINTENANCE_TIMEOUT_S)
         try:
             await conn.execute(
                 """
@@ -89,7 +94,8 @@ async def migrate(pool: asyncpg.Pool, directory: Path = MIGRATIONS_DIR) -> list[
                     checksum   text NOT NULL,
                     applied_at timestamptz NOT NULL DEFAULT now()
                 )
-                """
+                """,
+                timeout=MAINTENANCE_TIMEOUT_S,
             )
             done: dict[str, Any] = {
                 r["name"]: r["checksum"] for r in await conn.fetch("SELECT name, checksum FROM schema_migrations")
@@ -107,9 +113,12 @@ async def migrate(pool: asyncpg.Pool, directory: Path = MIGRATIONS_DIR) -> list[
                         )
                     continue
                 async with conn.transaction():
-                    await conn.execute(sql)
+                    await conn.execute(sql, timeout=MAINTENANCE_TIMEOUT_S)
                     await conn.execute(
-                        "INSERT INTO schema_migrations (name, checksum) VALUES ($1, $2)", path.name, checksum
+                        "INSERT INTO schema_migrations (name, checksum) VALUES ($1, $2)",
+                        path.name,
+                        checksum,
+                        timeout=MAINTENANCE_TIMEOUT_S,
                     )
                 applied.append(path.name)
         finally:

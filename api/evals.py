@@ -18,7 +18,7 @@ import msgspec
 
 from provenance import text as T
 from provenance.claims import is_meta_claim
-from provenance.db import create_pool, migrate, resolve_database_url
+from provenance.db import MAINTENANCE_TIMEOUT_S, create_pool, migrate, resolve_database_url
 from provenance.embedder import Embedder
 from provenance.ingest import ingest
 from provenance.models import AskResponse, ClaimResult
@@ -400,7 +400,8 @@ async def ingested_pipeline(
         await pool.close()
         conn_pool = await create_pool(dsn, settings)
         async with conn_pool.acquire() as conn:
-            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')  # generated name, not user input
+            # A generated name, not user input; dropping a corpus and its index may take a while.
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE', timeout=MAINTENANCE_TIMEOUT_S)
         await conn_pool.close()
 
 

@@ -12,6 +12,7 @@ import msgspec
 import numpy as np
 
 from provenance.corpora import DEFAULT_CORPUS
+from provenance.db import MAINTENANCE_TIMEOUT_S
 from provenance.errors import Overloaded
 from provenance.passages import ScoredPassage
 
@@ -118,19 +119,38 @@ class Store:
         self.acquire_timeout_s = acquire_timeout_s
 
     @asynccontextmanager
-    async def _conn(self) -> AsyncIterator[Any]:
-        """`async with self._conn() as conn`: a pooled connection, acquired within the timeout."""
+    async def _conn(self, *, transaction: bool = False, commit_timeout_s: float | None = None) -> AsyncIterator[Any]:
+        """`async with self._conn() as conn`: a pooled connection, acquired within the timeout. With
+        `transaction`, what runs in the block commits at its end, or none of it does."""
         try:
             conn = await self.pool.acquire(timeout=self.acquire_timeout_s)
         except TimeoutError:
             # Every connection open and lent out means Postgres is answering and we are asking too much
             # at once: an overload, not an outage. (A database that stops answering queries shows up here
-            # too until the pool's command timeout fails those queries; then it is an outage.)
+            # too, for at most the pool's command timeout, DB_TIMEOUT_S; then those queries fail as an outage.)
             if self.pool.get_idle_size() == 0 and self.pool.get_size() >= self.pool.get_max_size():
                 raise Overloaded("every database connection is busy; try again shortly", retry_after_s=2) from None
             raise
         try:
+            # BEGIN and COMMIT by hand rather than conn.transaction(): its ROLLBACK would run before the
+            # handler below could drop a timed-out connection, and wait out a second timeout.
+            if transaction:
+                await conn.execute("BEGIN")
             yield conn
+            if transaction:
+                await conn.execute("COMMIT", timeout=commit_timeout_s)
+        except TimeoutError:
+            # A statement that timed out leaves the connection waiting on a cancel request sent to the same
+            # server, and anything after it (ROLLBACK, the pool's reset) queues behind that. When the
+            # server has stopped answering, each would wait out another timeout: drop the connection
+            # instead, so the caller fails within one. Postgres rolls back what was open when it goes, and
+            # the pool opens a fresh connection when one is next needed.
+            conn.terminate()
+            raise
+        except BaseException:
+            if transaction and not conn.is_closed():
+                await conn.execute("ROLLBACK")
+            raise
         finally:
             await self.pool.release(conn)
 
@@ -186,7 +206,9 @@ class Store:
         """passage id -> (content hash, embedding model), to skip re-embedding unchanged passages."""
         async with self._conn() as conn:
             rows = await conn.fetch(
-                "SELECT id, content_hash, embedding_model FROM passages WHERE corpus = $1 ORDER BY id", corpus
+                "SELECT id, content_hash, embedding_model FROM passages WHERE corpus = $1 ORDER BY id",
+                corpus,
+                timeout=MAINTENANCE_TIMEOUT_S,  # every passage of a corpus, for ingest
             )
         return {r["id"]: (r["content_hash"], r["embedding_model"]) for r in rows}
 
@@ -205,16 +227,19 @@ class Store:
 
         Rows without a new embedding keep their stored one (their content hash is unchanged).
         An interrupted call leaves the previous corpus version intact: nothing commits until the end.
+        A large corpus takes well over DB_TIMEOUT_S to write, so every statement here has the long timeout.
         """
         about = about or CorpusDescription(DEFAULT_CORPUS, None, "", "", [])
         corpus = about.name
         keep = [r.id for r in rows]
-        async with self._conn() as conn, conn.transaction():
+        timeout = MAINTENANCE_TIMEOUT_S
+        async with self._conn(transaction=True, commit_timeout_s=timeout) as conn:
             removed = await conn.fetch(
                 "WITH d AS (DELETE FROM passages WHERE corpus = $1 AND NOT (id = ANY($2::text[])) RETURNING source)"
                 " SELECT source, count(*) AS n FROM d GROUP BY source ORDER BY source",
                 corpus,
                 keep,
+                timeout=timeout,
             )
             new_rows = [r for r in rows if r.id in embeddings]
             await conn.executemany(
@@ -244,12 +269,14 @@ class Store:
                     )
                     for r in new_rows
                 ],
+                timeout=timeout,
             )
             # Unchanged passages may still have moved within their file.
             await conn.executemany(
                 "UPDATE passages SET position = $3, heading = $4"
                 " WHERE corpus = $1 AND id = $2 AND (position <> $3 OR heading <> $4)",
                 [(corpus, r.id, r.position, r.heading) for r in rows if r.id not in embeddings],
+                timeout=timeout,
             )
             await conn.execute(
                 """
@@ -273,30 +300,29 @@ class Store:
                 about.title,
                 about.description,
                 msgspec.json.encode(about.examples).decode(),
+                timeout=timeout,  # waits for the row while another ingest of this corpus commits
             )
         return len(new_rows), {r["source"]: int(r["n"]) for r in removed}
 
     async def ensure_hnsw_index(self) -> bool:
         """Create the HNSW index (idempotent); returns True when it had to be built."""
-        async with self._conn() as conn:
-            exists = await conn.fetchval("SELECT to_regclass('passages_embedding_hnsw') IS NOT NULL")
-            if exists:
+        async with self._conn(transaction=True, commit_timeout_s=MAINTENANCE_TIMEOUT_S) as conn:
+            if await conn.fetchval("SELECT to_regclass('passages_embedding_hnsw') IS NOT NULL"):
                 return False
-            async with conn.transaction():
-                # An index build at 100k passages takes tens of seconds: no command timeout, and enough
-                # build memory that pgvector doesn't spill the graph to disk (several times slower).
-                await conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
-                await conn.execute(
-                    "CREATE INDEX IF NOT EXISTS passages_embedding_hnsw ON passages"
-                    " USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)",
-                    timeout=3600,
-                )
-            return True
+            # An index build at 100k passages takes tens of seconds: the long timeout, and enough build
+            # memory that pgvector doesn't spill the graph to disk (several times slower).
+            await conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
+            await conn.execute(
+                "CREATE INDEX IF NOT EXISTS passages_embedding_hnsw ON passages"
+                " USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)",
+                timeout=MAINTENANCE_TIMEOUT_S,
+            )
+        return True
 
     # --- retrieval -----------------------------------------------------------------------------
 
     async def vector_search(self, query: np.ndarray, k: int, corpus: str = DEFAULT_CORPUS) -> list[ScoredPassage]:
-        async with self._conn() as conn, conn.transaction():
+        async with self._conn(transaction=True) as conn:
             # The HNSW index (one over every corpus) yields its nearest rows before the corpus filter; an
             # iterative scan keeps reading until k of this corpus's are found (pgvector >= 0.8).
             await conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")

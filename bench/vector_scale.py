@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 from bench.common import machine, percentile, scratch_store
+from provenance.db import MAINTENANCE_TIMEOUT_S
 from provenance.store import Store
 
 DIM = 384
@@ -39,8 +40,9 @@ async def load(store: Store, vectors: np.ndarray) -> None:
                 "id", "source", "heading", "position", "text", "token_count", "embedding", "embedding_model",
                 "content_hash",
             ],
+            timeout=MAINTENANCE_TIMEOUT_S,  # 100k vectors take far longer than the pool's DB_TIMEOUT_S
         )  # fmt: skip
-        await conn.execute("ANALYZE passages")
+        await conn.execute("ANALYZE passages", timeout=MAINTENANCE_TIMEOUT_S)
 
 
 async def timed_queries(store: Store, queries: np.ndarray, k: int) -> tuple[list[float], list[list[str]]]:
@@ -66,7 +68,7 @@ async def measure(size: int, n_queries: int, k: int = 4) -> dict[str, float]:
         await store.ensure_hnsw_index()
         build_s = time.perf_counter() - started
         async with store.pool.acquire() as conn:
-            await conn.execute("ANALYZE passages")
+            await conn.execute("ANALYZE passages", timeout=MAINTENANCE_TIMEOUT_S)
         await timed_queries(store, queries[:5], k)
         hnsw_ms, approx = await timed_queries(store, queries, k)
     recall = float(np.mean([len(set(a) & set(e)) / k for a, e in zip(approx, exact, strict=True)]))
