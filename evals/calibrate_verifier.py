@@ -44,18 +44,18 @@ from sklearn.metrics import roc_auc_score
 from provenance import text as T
 from provenance.chunking import chunk_document
 from provenance.embedder import get_embedder
-from provenance.ingest import read_sources
-from provenance.passages import ScoredPassage
-from provenance.profiles.local import (
+from provenance.feature_verifier import (
     COEFFICIENTS_PATH,
     FEATURES,
     SUPPORT_FEATURES,
     FeatureExtractor,
-    LocalVerifier,
+    FeatureVerifier,
     SentenceEmbeddings,
     WordVectors,
     load_coefficients,
 )
+from provenance.ingest import read_sources
+from provenance.passages import ScoredPassage
 from provenance.settings import Settings
 
 SEED = 20261129
@@ -269,7 +269,7 @@ def main() -> int:
     }
     COEFFICIENTS_PATH.write_text(json.dumps(coef, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(coef, indent=1))
-    verifier = LocalVerifier(extractor, load_coefficients())
+    verifier = FeatureVerifier(extractor, load_coefficients())
     probs = np.asarray([verifier.probability(row) for row in Xa])
     for kind in sorted(set(kinds)):
         idx = ka == kind

@@ -25,9 +25,9 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from provenance.evals import answer_matches, run_evals
+from provenance.feature_verifier import FEATURES, SUPPORT_FEATURES, FeatureVerifier
 from provenance.passages import ScoredPassage
 from provenance.ports import Verification
-from provenance.profiles.local import FEATURES, SUPPORT_FEATURES, LocalVerifier
 from provenance.services import build_profile, load_embedder
 from provenance.settings import Settings
 
@@ -35,7 +35,7 @@ from provenance.settings import Settings
 class RecordingVerifier:
     """Delegates to the local verifier and keeps what it was asked, keyed by question."""
 
-    def __init__(self, inner: LocalVerifier) -> None:
+    def __init__(self, inner: FeatureVerifier) -> None:
         self.inner = inner
         self.name = inner.name
         self.seen: dict[str, tuple[list[str], list[ScoredPassage]]] = {}
@@ -56,7 +56,7 @@ def main() -> int:
     embedder = load_embedder(settings)
     profile = build_profile(settings, embedder)
     local = profile.verifier
-    assert isinstance(local, LocalVerifier)
+    assert isinstance(local, FeatureVerifier)
     recorder = RecordingVerifier(local)
     profile = msgspec.structs.replace(profile, verifier=recorder)
     with tempfile.TemporaryDirectory() as tmp:

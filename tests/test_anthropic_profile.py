@@ -9,6 +9,7 @@ import pytest
 
 from provenance.claims import is_meta_claim, split_claims
 from provenance.embedder import Embedder
+from provenance.feature_verifier import FeatureVerifier
 from provenance.passages import ScoredPassage
 from provenance.ports import ModelError, Usage
 from provenance.pricing import cost_usd, max_call_cost_usd, price_for
@@ -390,7 +391,7 @@ async def test_profile_checks_claims_with_the_local_verifier_and_one_model_call(
 ) -> None:
     profile = build_anthropic_profile(fake_anthropic.settings(), embedder)
     assert profile.name == "anthropic" and profile.paid
-    assert type(profile.verifier).__name__ == "LocalVerifier"
+    assert isinstance(profile.verifier, FeatureVerifier)
     assert isinstance(profile.decompose_and_verify, AnthropicDecomposeAndVerify) and profile.decomposer is None
     assert isinstance(profile.screener, AnthropicScreener)
     verdict = await profile.screener.classify("How much is a day pass?", PASSAGES)

@@ -6,14 +6,14 @@ import pytest
 
 from provenance import text as T
 from provenance.embedder import Embedder
-from provenance.passages import ScoredPassage
-from provenance.profiles.local import (
+from provenance.feature_verifier import (
     RELEVANCE_FEATURES,
-    ExtractiveGenerator,
-    LocalVerifier,
+    FeatureVerifier,
     SentenceEmbeddings,
-    build_local_verifier,
+    build_feature_verifier,
 )
+from provenance.passages import ScoredPassage
+from provenance.profiles.local import ExtractiveGenerator
 
 PASSAGE = ScoredPassage(
     id="lockers.md#1",
@@ -29,13 +29,13 @@ QUESTION = "How much does a standard locker cost per month?"
 
 
 @pytest.fixture(scope="module")
-def verifier(embedder: Embedder) -> LocalVerifier:
-    v = build_local_verifier(embedder)
+def verifier(embedder: Embedder) -> FeatureVerifier:
+    v = build_feature_verifier(embedder)
     v.extractor.set_corpus([PASSAGE.text])
     return v
 
 
-async def score(verifier: LocalVerifier, question: str, claim: str) -> float:
+async def score(verifier: FeatureVerifier, question: str, claim: str) -> float:
     verification = await verifier.verify(question, [claim], [PASSAGE])
     return verification.verdicts[0].score
 
@@ -47,7 +47,7 @@ def test_quoted_in_ignores_line_breaks_and_spacing_only() -> None:
     assert not T.quoted_in("Costs $14 per month.", PASSAGE.text)
 
 
-async def test_a_quoted_claim_is_judged_on_relevance_alone(verifier: LocalVerifier, embedder: Embedder) -> None:
+async def test_a_quoted_claim_is_judged_on_relevance_alone(verifier: FeatureVerifier, embedder: Embedder) -> None:
     claim = "A standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month."
     features = verifier.extractor.features(
         QUESTION, claim, verifier.extractor.sentences.get([claim])[0], embedder.embed_query(QUESTION), PASSAGE
@@ -64,7 +64,7 @@ def test_only_a_whole_sentence_counts_as_quoted() -> None:
     assert not T.is_sentence_of("the joining fee is $30.", text)
 
 
-async def test_a_quoted_fragment_keeps_the_support_estimate(verifier: LocalVerifier, embedder: Embedder) -> None:
+async def test_a_quoted_fragment_keeps_the_support_estimate(verifier: FeatureVerifier, embedder: Embedder) -> None:
     fragment = "standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month."
     assert T.quoted_in(fragment, PASSAGE.text) and not T.is_sentence_of(fragment, PASSAGE.text)
     features = verifier.extractor.features(
@@ -74,7 +74,7 @@ async def test_a_quoted_fragment_keeps_the_support_estimate(verifier: LocalVerif
     assert verifier.probability(features) < verifier.probability(features, quoted=True)
 
 
-async def test_an_unquoted_claim_keeps_the_support_estimate(verifier: LocalVerifier) -> None:
+async def test_an_unquoted_claim_keeps_the_support_estimate(verifier: FeatureVerifier) -> None:
     # Not word for word (the passage has the dimensions in between): support is estimated, not certain,
     # and a changed amount lowers it.
     faithful = "A standard locker costs $14 per month."
@@ -84,7 +84,7 @@ async def test_an_unquoted_claim_keeps_the_support_estimate(verifier: LocalVerif
     assert altered < 0.40
 
 
-async def test_a_quoted_claim_that_does_not_answer_still_fails(verifier: LocalVerifier) -> None:
+async def test_a_quoted_claim_that_does_not_answer_still_fails(verifier: FeatureVerifier) -> None:
     claim = "Lockers are rented by the calendar month at the front desk."
     assert T.quoted_in(claim, PASSAGE.text)
     assert await score(verifier, "Can I bring my dog to the makerspace?", claim) < 0.40

@@ -11,12 +11,12 @@ import httpx
 import pytest
 
 from provenance.embedder import Embedder
+from provenance.feature_verifier import FEATURE_VERIFIER
 from provenance.guards.base import NoGuards, Reservation
 from provenance.models import SpendStage
 from provenance.pipeline import Outcome, Pipeline
 from provenance.ports import Usage
 from provenance.profiles.anthropic import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL, build_anthropic_profile
-from provenance.profiles.local import LOCAL_VERIFIER
 from provenance.services import Services
 from provenance.settings import Settings
 from tests.conftest import LiveServer
@@ -112,7 +112,7 @@ async def test_answered_with_citations_and_both_scores_per_claim(
     assert r.stages.decomposition.model == "claude-haiku-4-5"
     assert r.stages.decomposition.claim_count == len(claims)
     assert r.stages.entailment.status == "ok" and r.stages.entailment.ms > 0
-    assert r.stages.entailment.verifiers == [LOCAL_VERIFIER, "anthropic-entailment"]
+    assert r.stages.entailment.verifiers == [FEATURE_VERIFIER, "anthropic-entailment"]
     # Three billed calls, each charged once (the combined call's usage is not counted twice).
     assert len(guards.settled) == 3
     assert sum(u.input_tokens for u in guards.settled) == 300

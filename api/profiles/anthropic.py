@@ -13,13 +13,15 @@ import contextlib
 import json
 import re
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anthropic
 import msgspec
 from anthropic import AsyncAnthropic
 from anthropic.types import Message, ToolChoiceToolParam, ToolParam, ToolUseBlock
 
+from provenance.embedder import Embedder
+from provenance.feature_verifier import SentenceEmbeddings, build_feature_verifier, warm_sentences
 from provenance.passages import ScoredPassage
 from provenance.ports import (
     ClaimVerdict,
@@ -32,9 +34,6 @@ from provenance.ports import (
     Verification,
 )
 from provenance.settings import Settings
-
-if TYPE_CHECKING:
-    from provenance.embedder import Embedder
 
 SCREEN_TOOL = "classify_question"
 ANSWER_TOOL = "submit_answer"
@@ -474,9 +473,6 @@ def build_anthropic_models(settings: Settings, client: AsyncAnthropic | None = N
 def build_anthropic_profile(settings: Settings, embedder: Embedder, client: AsyncAnthropic | None = None) -> Profile:
     """The paid profile: Claude screens, answers, and gives the claims with its own verdicts in one call; the
     local verifier scores every claim too, and a claim is supported only as far as both agree."""
-    # Imported here so that using the model classes alone doesn't load the embedder's dependencies.
-    from provenance.profiles.local import SentenceEmbeddings, build_local_verifier, warm_sentences
-
     models = build_anthropic_models(settings, client)
     if settings.local_models == "trained":
         from provenance.verifier import build_trained_verifier
@@ -490,7 +486,7 @@ def build_anthropic_profile(settings: Settings, embedder: Embedder, client: Asyn
             decompose_and_verify=models.decompose_and_verify,
         )
     sentences = SentenceEmbeddings(embedder)
-    local_verifier = build_local_verifier(embedder, sentences)
+    local_verifier = build_feature_verifier(embedder, sentences)
     return Profile(
         name="anthropic",
         screener=models.screener,

@@ -2,7 +2,7 @@
 trained verifier checks. Both are int8 ONNX files in `api/data/`, built by `make train` (docs/models.md).
 
 Not the default: on this project's measurements the models trained so far refuse most of the handbook's
-questions (see docs/models.md), so the feature-based verifier in `provenance.profiles.local` stays the
+questions (see docs/models.md), so the feature verifier (`provenance.feature_verifier`) stays the
 default until a trained pair beats it on every suite.
 """
 
