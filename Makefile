@@ -8,7 +8,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export HOST PORT
 
-.PHONY: install run test lint typecheck fmt bench evals chromium screenshots clean train
+.PHONY: install run test lint typecheck fmt bench soak evals chromium screenshots clean train
 
 install: $(STAMP)
 
@@ -56,6 +56,12 @@ fmt:
 # docs/scaling.md. `bench/scaling.py` alone: $(BIN)/python -m bench.scaling
 bench: install
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+# Ten minutes of mixed traffic against a real server at a steady rate; rewrites docs/soak.md and exits
+# non-zero when it fails (RSS growth, a 5xx, an unhandled exception, a rate limit or spend cap that does
+# not hold exactly). Never part of `make test` or CI. A short try: make soak SOAK_ARGS="--minutes 1"
+soak: install
+	$(BIN)/python -m bench.soak $(SOAK_ARGS)
 
 # The local profile's reader and verifier (docs/models.md): about 1.5 hours on 2 cores with nothing
 # else running. Never part of `make test` or CI. Resumes from the checkpoints in .train/.
