@@ -126,6 +126,25 @@ class RetrievalStage(Wire):
     passages: list[RetrievedPassage] = msgspec.field(default_factory=list)
 
 
+class HeldBack(Wire):
+    passage_id: str
+    # Sentences of this passage that spoke to the model rather than about the world.
+    sentences: int
+    # Nothing else was left of the passage, so no later stage saw it at all.
+    dropped: bool = False
+
+
+class QuarantineStage(Wire):
+    """Retrieved passages are data, not instructions: sentences in them addressed to the model are held back
+    from every later stage (and from the retrieval record)."""
+
+    status: StageStatus = "skipped"
+    ms: float = 0.0
+    detail: str | None = None
+    decision: Literal["pass", "held_back"] | None = None
+    held_back: list[HeldBack] = msgspec.field(default_factory=list)
+
+
 class GenerationStage(Wire):
     status: StageStatus = "skipped"
     ms: float = 0.0
@@ -193,6 +212,7 @@ class Stages(Wire):
     spend: SpendStage = msgspec.field(default_factory=SpendStage)
     screening: ScreeningStage = msgspec.field(default_factory=ScreeningStage)
     retrieval: RetrievalStage = msgspec.field(default_factory=RetrievalStage)
+    quarantine: QuarantineStage = msgspec.field(default_factory=QuarantineStage)
     generation: GenerationStage = msgspec.field(default_factory=GenerationStage)
     decomposition: DecompositionStage = msgspec.field(default_factory=DecompositionStage)
     entailment: EntailmentStage = msgspec.field(default_factory=EntailmentStage)

@@ -1,9 +1,9 @@
 """The one place that orders the stages of /ask.
 
 bot check -> cache -> rate limit -> deny-list -> admission -> spend cap -> screening -> retrieval ->
-generation -> decomposition -> entailment -> lexical check -> gate -> citations. Every stage leaves its
-record in `Stages`; a stage that did not run says so and why. A refused answer's text never leaves this
-module (debug log only).
+quarantine -> generation -> decomposition -> entailment -> lexical check -> gate -> citations. Every stage
+leaves its record in `Stages`; a stage that did not run says so and why. A refused answer's text never
+leaves this module (debug log only).
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ from provenance.stages.entail import entail
 from provenance.stages.gate import gate
 from provenance.stages.generate import generate
 from provenance.stages.lexical import lexical_check
-from provenance.stages.retrieve import RetrievalOutcome, retrieve
+from provenance.stages.retrieve import RetrievalOutcome, passage_records, retrieve
 from provenance.stages.screen import screen_classifier, screen_deny_list
+from provenance.stages.untrusted import quarantine
 from provenance.store import Store
 from provenance.timing import Timer
 
@@ -278,8 +279,9 @@ class Pipeline:
     async def _answer(self, run: _Run, usages: list[Usage]) -> Outcome:
         s, stages, question = self.settings, run.stages, run.question
 
-        # 7. Screening by the classifier (the deny-list ran before admission). Free local work (embedding
-        # and retrieval) runs alongside a paid classifier call; the local classifier needs retrieval's scores.
+        # 7. Screening by the classifier (the deny-list ran before admission), with retrieval and then the
+        # quarantine of what the passages say to the model. Free local work (embedding and retrieval) runs
+        # alongside a paid classifier call; the local classifier needs the scores of what the quarantine left.
         retrieval_task = asyncio.create_task(
             retrieve(
                 question,
@@ -296,22 +298,27 @@ class Pipeline:
             if self.profile.paid:
                 screened = await screen_classifier(question, self.profile.screener, [])
                 retrieval: RetrievalOutcome = await retrieval_task
+                held = quarantine(retrieval.passages)
             else:
                 retrieval = await retrieval_task
-                screened = await screen_classifier(question, self.profile.screener, retrieval.passages)
-                screened.stage.ms = round(max(0.0, screen_timer.ms - retrieval.stage.ms), 2)
+                held = quarantine(retrieval.passages)
+                screened = await screen_classifier(question, self.profile.screener, held.passages)
+                screened.stage.ms = round(max(0.0, screen_timer.ms - retrieval.stage.ms - held.stage.ms), 2)
         finally:
             if not retrieval_task.done():
                 retrieval_task.cancel()
         if screened.usage:
             usages.append(screened.usage)
         stages.screening = screened.stage
-        stages.retrieval = retrieval.stage
+        # The retrieval record shows the passages as every later stage reads them: what the quarantine held
+        # back is not put on show either.
+        stages.retrieval = msgspec.structs.replace(retrieval.stage, passages=passage_records(held.passages))
+        stages.quarantine = held.stage
         if screened.blocked:
             return run.finish("blocked", screened.stage.reason or "injection")
 
-        # 8. Generation from the retrieved passages only.
-        passages = retrieval.passages
+        # 8. Generation from the retrieved passages only, as the quarantine left them.
+        passages = held.passages
         generated = await generate(question, self.profile.generator, passages)
         usages.append(generated.generation.usage)
         stages.generation = generated.stage

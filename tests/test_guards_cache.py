@@ -72,7 +72,16 @@ async def test_a_hit_returns_the_stored_response_with_its_original_figures(servi
     assert second.request_id != first.request_id
     assert second.answer == first.answer and second.citations == first.citations
     # The work that produced the answer is shown as it was measured then, not re-run.
-    for stage in ("spend", "screening", "retrieval", "generation", "decomposition", "entailment", "groundedness"):
+    for stage in (
+        "spend",
+        "screening",
+        "retrieval",
+        "quarantine",
+        "generation",
+        "decomposition",
+        "entailment",
+        "groundedness",
+    ):
         assert getattr(second.stages, stage) == getattr(first.stages, stage), stage
     assert second.total_ms < first.total_ms
 

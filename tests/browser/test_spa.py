@@ -40,6 +40,7 @@ STAGES = [
     "spend",
     "screening",
     "retrieval",
+    "quarantine",
     "generation",
     "decomposition",
     "entailment",
@@ -155,6 +156,7 @@ async def test_a_prompt_injection_is_blocked_with_its_reason(page: Page, live_se
     await expect(why).to_contain_text("deny-list")
     await expect(page.get_by_test_id("stage-screening")).to_have_attribute("data-stage-status", "blocked")
     await expect(page.get_by_test_id("stage-retrieval")).to_have_attribute("data-stage-status", "skipped")
+    await expect(page.get_by_test_id("stage-quarantine")).to_have_attribute("data-stage-status", "skipped")
     await expect(page.get_by_test_id("passage")).to_have_count(0)
     await expect(page.get_by_test_id("answer")).to_have_count(0)
 
@@ -363,6 +365,11 @@ async def test_the_panel_speaks_in_words(page: Page, live_server: LiveServer) ->
     await expect(spend).to_contain_text("none were made")
     await expect(spend).not_to_contain_text("$")
 
+    # The quarantine of the passages: nothing in the handbook speaks to the model.
+    quarantine = page.get_by_test_id("stage-quarantine")
+    await expect(quarantine).to_have_attribute("data-stage-status", "ok")
+    await expect(quarantine).to_contain_text("nothing: no passage spoke to the model")
+
     # A claim's figures as words, not "lexical overlap 1.00 · local 0.97".
     # The local answer quotes its passage, so support and "does it answer the question" are shown apart.
     figures = page.get_by_test_id("claim-figures").first
@@ -469,6 +476,34 @@ async def test_a_true_sentence_that_does_not_answer_is_not_painted_red(page: Pag
     await expect(quoted.locator(".bar")).not_to_have_class(re.compile("bar--bad"))
     await expect(unquoted).to_contain_text("below the floor")
     assert "claim--bad" in (await unquoted.get_attribute("class") or "")
+
+
+async def test_the_quarantine_row_says_what_it_held_back(page: Page, live_server: LiveServer) -> None:
+    """The handbook has no sentence addressed to the model, so the server's real answer is given the
+    quarantine record of a poisoned passage (tests/test_reliability_injection.py makes real ones)."""
+    await page.goto(live_server.url)
+    real = await page.evaluate(
+        "q => fetch('/ask', {method: 'POST', headers: {'content-type': 'application/json'},"
+        " body: JSON.stringify({question: q})}).then(r => r.json())",
+        ANSWERABLE,
+    )
+    held = [
+        {"passageId": "a.md#b", "sentences": 2, "dropped": False},
+        {"passageId": "c.md#d", "sentences": 1, "dropped": True},
+    ]
+    detail = "held back 3 sentence(s) addressed to the model, from a.md#b, c.md#d: documents are data, not instructions"
+    real["stages"]["quarantine"].update(decision="held_back", heldBack=held, detail=detail)
+
+    async def fulfil(route: Route) -> None:
+        await route.fulfill(status=200, content_type="application/json", body=json.dumps(real))
+
+    await page.route("**/ask", fulfil)
+    await ask(page, ANSWERABLE)
+    row = page.get_by_test_id("stage-quarantine")
+    await expect(row).to_have_attribute("data-stage-status", "ok")
+    await expect(row).to_contain_text("3 sentences from 2 passages")
+    await expect(row).to_contain_text("passages dropped")
+    await expect(row).to_contain_text("Held back 3 sentence(s) addressed to the model")
 
 
 async def test_a_partial_answer_says_what_it_leaves_out(page: Page, live_server: LiveServer) -> None:
