@@ -8,11 +8,10 @@ Both are all-MiniLM-L6-v2 fine-tuned here (`make train`, see docs/models.md), co
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from provenance.batching import MicroBatcher
 from provenance.errors import ConfigurationError
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -78,59 +78,6 @@ Pair = tuple[list[int], list[int]]
 RUN_ROWS = 16
 
 
-class MicroBatcher:
-    """Gathers the model inputs of concurrent requests over a few milliseconds into one batch, run in a
-    worker thread off the event loop, and hands each caller its own rows back.
-
-    On 2 cores one request's model work can't use the machine fully; several requests' rows in one run
-    do, and the event loop stays free meanwhile. While a batch runs, new arrivals wait for the next one.
-    """
-
-    def __init__(self, run: Callable[[list[Pair]], list[Any]], wait_s: float = 0.002, max_rows: int = 64) -> None:
-        self.run = run
-        self.wait_s = wait_s
-        self.max_rows = max_rows
-        self._pending: list[tuple[list[Pair], asyncio.Future[list[Any]]]] = []
-        self._worker: asyncio.Task[None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    async def __call__(self, rows: list[Pair]) -> list[Any]:
-        if not rows:
-            return []
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:
-            # A new event loop (a CLI command, a test): the old one's futures and worker are gone with it.
-            self._loop, self._pending, self._worker = loop, [], None
-        future: asyncio.Future[list[Any]] = loop.create_future()
-        self._pending.append((rows, future))
-        if self._worker is None or self._worker.done():
-            self._worker = loop.create_task(self._drain())
-        return await future
-
-    async def _drain(self) -> None:
-        await asyncio.sleep(self.wait_s)
-        while self._pending:
-            batch: list[tuple[list[Pair], asyncio.Future[list[Any]]]] = []
-            size = 0
-            while self._pending and (not batch or size + len(self._pending[0][0]) <= self.max_rows):
-                rows, future = self._pending.pop(0)
-                batch.append((rows, future))
-                size += len(rows)
-            flat = [row for rows, _ in batch for row in rows]
-            try:
-                out = await asyncio.to_thread(self.run, flat)
-            except Exception as exc:
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
-            at = 0
-            for rows, future in batch:
-                if not future.done():
-                    future.set_result(out[at : at + len(rows)])
-                at += len(rows)
-
-
 class OnnxPairModel:
     """An ONNX BERT-style model over (text_a, text_b) pairs; thread-safe, one session per process."""
 
@@ -149,7 +96,7 @@ class OnnxPairModel:
         self._tok.no_padding()
         self._lock = threading.Lock()
         self.cls, self.sep = _vocab_ids()
-        self.batcher = MicroBatcher(self.run_rows)
+        self.batcher: MicroBatcher[Pair] = MicroBatcher(self.run_rows)
 
     def encode(self, texts: Sequence[str]) -> list[_Encoded]:
         with self._lock:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import asyncpg
 
 from provenance.db import create_pool, migrate, resolve_database_url
-from provenance.embedder import Embedder, get_embedder
+from provenance.embedder import BatchingEmbedder, Embedder, get_embedder
 from provenance.guards.base import Guards
 from provenance.pipeline import Pipeline
 from provenance.ports import Profile
@@ -41,7 +41,10 @@ class Services:
 
 
 def load_embedder(settings: Settings) -> Embedder:
-    return get_embedder(settings.embed_model, settings.data_dir, settings.embed_threads, settings.embed_batch_size)
+    inner = get_embedder(settings.embed_model, settings.data_dir, settings.embed_threads, settings.embed_batch_size)
+    if settings.embed_batch_wait_ms <= 0:
+        return inner
+    return BatchingEmbedder(inner, wait_s=settings.embed_batch_wait_ms / 1000)
 
 
 def build_profile(settings: Settings, embedder: Embedder) -> Profile:

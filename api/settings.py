@@ -47,6 +47,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     embed_model: str = "local/all-minilm-l6-v2-int8"
     embed_threads: int = 2
     embed_batch_size: int = 32
+    # How long a question's embedding waits for other requests' to run with it in one batch (and repeated
+    # texts within a request are embedded once). 0 turns both off: one model call per embedding, in turn.
+    embed_batch_wait_ms: float = 2.0
     corpus_dir: Path = REPO_ROOT / "corpus"
     chunk_max_tokens: int = 256
     retrieval_k: int = 4
@@ -151,6 +154,7 @@ def _validate(s: Settings) -> None:
         (s.max_question_chars > 0, "MAX_QUESTION_CHARS must be positive"),
         (s.embed_threads >= 1, "EMBED_THREADS must be at least 1"),
         (s.embed_batch_size >= 1, "EMBED_BATCH_SIZE must be at least 1"),
+        (s.embed_batch_wait_ms >= 0, "EMBED_BATCH_WAIT_MS must not be negative"),
         (s.chunk_max_tokens >= 32, "CHUNK_MAX_TOKENS must be at least 32"),
         (s.rate_limit_per_hour >= 0, "RATE_LIMIT_PER_HOUR must not be negative"),
         (s.rate_limit_per_hour_api_key >= 0, "RATE_LIMIT_PER_HOUR_API_KEY must not be negative"),

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from provenance import text as T
-from provenance.embedder import Embedder
+from provenance.embedder import Embedder, embed_query_async
 from provenance.feature_verifier import (
     SentenceEmbeddings,
     answer_type_match,
@@ -68,7 +68,7 @@ class LocalScreener:
         self._off = embedder.embed_documents(_OFF_TOPIC_EXEMPLARS)
 
     async def classify(self, question: str, passages: Sequence[ScoredPassage]) -> ScreenVerdict:
-        q = await asyncio.to_thread(self.embedder.embed_query, question)
+        q = await embed_query_async(self.embedder, question)
         inj = float(np.max(self._inj @ q))
         off = float(np.max(self._off @ q))
         corpus = max((p.score for p in passages), default=0.0)

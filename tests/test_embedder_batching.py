@@ -1,0 +1,92 @@
+"""The embedder's micro-batcher and memo: concurrent queries share one model call, with the same vectors."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from provenance.embedder import BatchingEmbedder, Embedder, embed_query_async
+
+QUESTIONS = [
+    "How much does a standard locker cost per month?",
+    "Who do I email to book laser cutter training?",
+    "What happens to unlabelled things left on the shelf?",
+    "Can I bring a guest on a weekday evening?",
+    "Is there a student discount?",
+    "When is the workshop open on Sundays?",
+]
+
+
+class Counting:
+    """The real embedder, counting the model calls made through it."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.model_name = inner.model_name
+        self.dim = inner.dim
+        self.calls: list[int] = []  # texts per call
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append(len(texts))
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.calls.append(1)
+        return self.inner.embed_query(text)
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+
+@pytest.fixture(scope="module")
+def single(embedder: Embedder) -> list[np.ndarray]:
+    return [embedder.embed_query(q) for q in QUESTIONS]
+
+
+async def test_concurrent_queries_run_as_one_batch_with_the_single_vectors(
+    embedder: Embedder, single: list[np.ndarray]
+) -> None:
+    counting = Counting(embedder)
+    batching = BatchingEmbedder(counting, wait_s=0.01)
+    vectors = await asyncio.gather(*(embed_query_async(batching, q) for q in QUESTIONS))
+    assert counting.calls == [len(QUESTIONS)]
+    for got, want in zip(vectors, single, strict=True):
+        assert got.shape == want.shape
+        assert np.allclose(got, want, atol=1e-5)
+
+
+async def test_a_text_embedded_once_per_request_however_many_stages_ask(embedder: Embedder) -> None:
+    counting = Counting(embedder)
+    batching = BatchingEmbedder(counting, wait_s=0.0)
+    first = await embed_query_async(batching, QUESTIONS[0])
+    # Screening, retrieval, the generator and the verifier each ask for the question's vector.
+    again = [await embed_query_async(batching, QUESTIONS[0]), batching.embed_query(QUESTIONS[0])]
+    assert counting.calls == [1]
+    assert all(v is first for v in again)
+    assert not first.flags.writeable  # shared, so nobody may change it in place
+
+
+async def test_the_memo_forgets_the_oldest_texts(embedder: Embedder) -> None:
+    counting = Counting(embedder)
+    batching = BatchingEmbedder(counting, wait_s=0.0, memo_size=2)
+    for q in QUESTIONS[:3]:
+        batching.embed_query(q)
+    batching.embed_query(QUESTIONS[2])  # still held
+    batching.embed_query(QUESTIONS[0])  # forgotten: embedded again
+    assert counting.calls == [1, 1, 1, 1]
+
+
+async def test_a_failing_model_call_fails_every_caller_in_its_batch(embedder: Embedder) -> None:
+    class Broken(Counting):
+        def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+            raise RuntimeError("onnxruntime failed")
+
+    batching = BatchingEmbedder(Broken(embedder), wait_s=0.01)
+    results = await asyncio.gather(*(batching.aembed_query(q) for q in QUESTIONS[:3]), return_exceptions=True)
+    assert all(isinstance(r, RuntimeError) for r in results)
+    # Nothing failed is remembered: the next call tries the model again.
+    with pytest.raises(RuntimeError):
+        await batching.aembed_query(QUESTIONS[0])
