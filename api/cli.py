@@ -208,6 +208,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from provenance.serving import http_protocol
+
     settings = _settings()
     host = args.host or settings.host
     port = args.port or settings.port
@@ -235,7 +237,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=host,
         port=port,
         workers=args.workers,
-        http=args.http,
+        # uvicorn's own protocol, with a deadline for request headers that uvicorn lacks (slow clients).
+        http=http_protocol(args.http),
         loop=args.loop,
         log_level="warning",
         access_log=False,

@@ -70,6 +70,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     cors_origins: tuple[str, ...] = ()
     request_max_body_bytes: int = 65_536
     request_read_timeout_s: float = 10.0
+    # From a connection's opening (or a request's first byte on a kept-alive one) to the end of the
+    # request's headers; past it the connection is closed (api/serving.py).
+    request_header_timeout_s: float = 10.0
     # Admission control for uncached /ask: pipelines run at once, questions allowed to wait, and how long.
     # Throughput stops growing at about one pipeline per core (docs/reliability.md, "Overload"); more at
     # once only makes each slower.
@@ -166,6 +169,7 @@ def _validate(s: Settings) -> None:
         (s.ask_concurrency >= 1, "ASK_CONCURRENCY must be at least 1"),
         (s.ask_queue_max >= 0, "ASK_QUEUE_MAX must not be negative"),
         (s.ask_queue_timeout_s > 0, "ASK_QUEUE_TIMEOUT_S must be positive"),
+        (s.request_header_timeout_s > 0, "REQUEST_HEADER_TIMEOUT_S must be positive"),
         (
             s.db_schema.replace("_", "").isalnum(),
             f"DB_SCHEMA must be a plain identifier, got {s.db_schema!r}",

@@ -22,6 +22,7 @@ from provenance.db import create_pool, migrate
 from provenance.embedder import Embedder
 from provenance.ingest import ingest
 from provenance.services import Services, build_services, load_embedder
+from provenance.serving import HttpImpl, http_protocol
 from provenance.settings import REPO_ROOT, Settings
 from provenance.store import Store
 
@@ -106,12 +107,17 @@ def free_port() -> int:
 
 
 class LiveServer:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, http: HttpImpl = "auto") -> None:
         from provenance.app import create_app
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=self.port, log_level="warning")
+        self.http = http
+        # The protocol `provenance serve` uses (httptools unless `http` says h11), with its header deadline.
+        protocol = http_protocol(http, settings.request_header_timeout_s)
+        config = uvicorn.Config(
+            create_app(settings), host="127.0.0.1", port=self.port, log_level="warning", http=protocol
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=lambda: asyncio.run(self.server.serve()), daemon=True)
 

@@ -1,10 +1,11 @@
-"""Abuse: a client trickling its body is cut off without slowing anyone else; a flood from one address is
-stopped by the rate limit before any model call; an ingest interrupted half-way leaves the previous
-corpus version in place and served."""
+"""Abuse: a client trickling its body, or its headers, or sending nothing, is cut off without slowing
+anyone else; a flood from one address is stopped by the rate limit before any model call; an ingest
+interrupted half-way leaves the previous corpus version in place and served."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import socket
 import time
@@ -24,6 +25,8 @@ from provenance.embedder import Embedder
 from provenance.guards.apikeys import create_key
 from provenance.ingest import ingest
 from provenance.services import Services, build_services
+from provenance.serving import HttpImpl
+from provenance.settings import Settings
 from provenance.store import Store
 from tests.conftest import CORPUS, LiveServer
 from tests.fake_anthropic import FakeAnthropic
@@ -31,6 +34,7 @@ from tests.reliability_support import corpus_copy, drop_schema
 
 RATE_LIMIT = 4
 READ_TIMEOUT_S = 1.0
+HEADER_TIMEOUT_S = 1.0
 QUESTION = "How much does a standard locker cost per month?"
 
 
@@ -132,6 +136,102 @@ def test_a_slow_body_is_cut_off_and_does_not_starve_others(guarded: Guarded) -> 
     print(
         f"\nslow body: {len(results)} trickling clients cut off after "
         f"{max(e for _, e in results):.2f}s with 408; normal /ask meanwhile {max(normal_ms):.0f} ms at worst"
+    )
+
+
+# --- slow headers ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=["h11", "httptools"])
+def header_bounded(request: pytest.FixtureRequest, corpus_schema_settings: Settings) -> Iterator[LiveServer]:
+    """The session's corpus served with a 1 s header budget, by each of uvicorn's HTTP/1.1 protocols."""
+    http: HttpImpl = request.param
+    with LiveServer(corpus_schema_settings.with_overrides(request_header_timeout_s=HEADER_TIMEOUT_S), http) as s:
+        yield s
+
+
+def _until_closed(sock: socket.socket, trickle: bytes, give_up_s: float) -> tuple[bool, bytes, float]:
+    """Send `trickle` one byte every 0.1 s (nothing when empty) until the server closes the connection;
+    returns whether it did, what came back, and after how long."""
+    started = time.perf_counter()
+    received = b""
+    sock.settimeout(0.1)
+    for i in range(int(give_up_s / 0.1)):
+        if i < len(trickle):
+            try:
+                sock.sendall(trickle[i : i + 1])
+            except OSError:  # reset by the server
+                return True, received, time.perf_counter() - started
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            continue
+        except OSError:
+            return True, received, time.perf_counter() - started
+        if not chunk:
+            return True, received, time.perf_counter() - started
+        received += chunk
+    return False, received, time.perf_counter() - started
+
+
+# Headers that never end: the blank line that would complete them never comes.
+_ENDLESS_HEADERS = b"POST /ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nX-Pad: " + b"a" * 500
+
+
+def _slow_headers(port: int, give_up_s: float) -> tuple[bool, bytes, float]:
+    with socket.create_connection(("127.0.0.1", port), timeout=give_up_s) as sock:
+        return _until_closed(sock, _ENDLESS_HEADERS, give_up_s)
+
+
+def _silent(port: int, give_up_s: float) -> tuple[bool, bytes, float]:
+    with socket.create_connection(("127.0.0.1", port), timeout=give_up_s) as sock:
+        return _until_closed(sock, b"", give_up_s)
+
+
+def _slow_second_request(port: int, give_up_s: float) -> tuple[bool, bytes, float]:
+    """One whole request on a kept-alive connection, then the next one's headers trickled: the clock
+    starts again at the second request's first byte."""
+    with socket.create_connection(("127.0.0.1", port), timeout=give_up_s) as sock:
+        sock.sendall(b"GET /config HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        first = b""
+        while b"\r\n\r\n" not in first:
+            first += sock.recv(65536)
+        head, _, body = first.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), head
+        length = re.search(rb"(?im)^content-length: *(\d+)", head)
+        assert length is not None, head
+        while len(body) < int(length.group(1)):
+            body += sock.recv(65536)
+        return _until_closed(sock, _ENDLESS_HEADERS, give_up_s)
+
+
+def test_slow_or_missing_headers_are_cut_off_and_do_not_starve_others(header_bounded: LiveServer) -> None:
+    server = header_bounded
+    warm = httpx.post(f"{server.url}/ask", json={"question": QUESTION}, timeout=60)
+    assert warm.status_code == 200  # the first question on a fresh server loads what the rest reuse
+    give_up_s = 10.0
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        slow = [pool.submit(client, server.port, give_up_s) for client in (_slow_headers, _slow_headers, _silent)]
+        slow.append(pool.submit(_slow_second_request, server.port, give_up_s))
+        time.sleep(0.2)  # the slow clients are connected
+        normal_ms = []
+        with httpx.Client(base_url=server.url, timeout=5) as client:
+            for _ in range(3):
+                started = time.perf_counter()
+                r = client.post("/ask", json={"question": QUESTION})
+                normal_ms.append((time.perf_counter() - started) * 1000)
+                assert r.status_code == 200, r.text
+        results = [f.result() for f in slow]
+    assert max(normal_ms) < 2000, normal_ms
+    for closed, received, elapsed in results:
+        assert closed, f"still open after {elapsed:.1f}s"
+        # Closed by the deadline (not before it, and with slack for a busy machine), without a response.
+        assert HEADER_TIMEOUT_S - 0.05 <= elapsed < HEADER_TIMEOUT_S + 2.0, elapsed
+        assert received == b"", received[:200]
+    print(
+        f"\nslow headers ({server.http}): {len(results)} clients (2 trickling, 1 silent, 1 trickling a second "
+        f"request) closed after {min(e for _, _, e in results):.2f}-{max(e for _, _, e in results):.2f}s; "
+        f"normal /ask meanwhile {max(normal_ms):.0f} ms at worst"
     )
 
 
