@@ -237,6 +237,9 @@ class AskResponse(Wire):
     profile: str
     total_ms: float
     stages: Stages
+    # Why it was refused or blocked, worded once in provenance.reasons: a few words, then the explanation
+    # with this request's particulars. Both null when answered.
+    headline: str | None = None
     message: str | None = None
     corpus_version: str | None = None
     corpus: str | None = None

@@ -33,6 +33,7 @@ from provenance.models import (
 )
 from provenance.passages import ScoredPassage
 from provenance.ports import ModelError, Profile, Usage, Verification
+from provenance.reasons import QUOTED_NOT_AN_ANSWER, REASONS, STILL_SERVED
 from provenance.settings import Settings
 from provenance.stages.citations import citations_from_support
 from provenance.stages.decompose import decompose, decompose_and_verify
@@ -47,25 +48,6 @@ from provenance.store import Store
 from provenance.timing import Timer
 
 log = get_logger("provenance.pipeline")
-
-MESSAGES: dict[str, str] = {
-    "not_grounded": "The documents don't support an answer, so none is given. The evidence that was checked is shown.",
-    "no_answer": "Nothing in the retrieved passages answers this question, so no answer is given.",
-    "injection": "The question tries to change how the service behaves, so it was not sent to the model.",
-    "off_topic": "The question is not about the documents this service answers from.",
-    "rate_limited": "Too many questions from this client this hour.",
-    "budget_exhausted": "Today's model budget is spent; cached answers are still served.",
-    "bot_check_failed": "The bot check failed; reload the page and try again.",
-    "invalid_api_key": "The API key is unknown or has been revoked; ask the service's operator for a valid one.",
-    "model_error": "The language model could not be reached; nothing was answered.",
-}
-
-
-# Every claim was a sentence of the documents, so none was false: they just don't answer the question.
-QUOTED_NOT_AN_ANSWER = (
-    "The closest sentences in the documents are true but don't answer this question, so no answer is given. "
-    "They are shown with the passages they come from."
-)
 
 CORPUS_CHECK_EVERY_S = 5.0
 # Enough passages to learn the vocabulary of any handbook-sized corpus without loading a huge one whole.
@@ -412,7 +394,8 @@ class _Run:
             stage = getattr(stages, name)
             if stage.status == "skipped" and stage.detail is None:
                 stage.detail = _skip_reason(status, reason)
-        message = MESSAGES.get(reason or "")
+        text = REASONS[reason] if reason is not None else None
+        message = text.message if text is not None else None
         claims = stages.groundedness.claims
         if reason == "not_grounded" and claims and all(c.quoted for c in claims):
             message = QUOTED_NOT_AN_ANSWER
@@ -423,7 +406,7 @@ class _Run:
         if reason == "rate_limited" and stages.rate_limit.detail:
             # The stage says the real window and when to come back, in words ("try again in 36 minutes").
             detail_text = stages.rate_limit.detail
-            message = f"{detail_text[0].upper()}{detail_text[1:]}. Questions already answered are still served."
+            message = f"{detail_text[0].upper()}{detail_text[1:]}. {STILL_SERVED}"
         response = AskResponse(
             request_id=self.request_id,
             question=self.question,
@@ -435,6 +418,7 @@ class _Run:
             profile=self.pipeline.profile.name,
             total_ms=round((time.perf_counter() - self.started) * 1000, 2),
             stages=stages,
+            headline=text.headline if text is not None else None,
             message=message,
             corpus_version=self.pipeline.corpora.get(self.corpus, (None, None))[1],
             corpus=self.corpus,

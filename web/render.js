@@ -7,28 +7,6 @@ const VERDICTS = {
   blocked: { title: 'Blocked', sub: 'The question was stopped before the documents were searched.', icon: '×' },
 };
 
-// Plain words for each refusal/block reason: a headline and one sentence of explanation.
-export const REASONS = {
-  not_grounded: ["The documents don't support an answer",
-    'A draft answer was written, but the checks did not find its claims to be a supported answer to this question (each claim must be backed by the retrieved passages and must answer what was asked), so it was withheld.'],
-  no_answer: ["The documents don't contain an answer",
-    'Nothing in the retrieved passages answers this question, so no answer was written.'],
-  injection: ['The question looks like an attempt to change the rules',
-    'It was screened out as a possible prompt injection. The documents were not searched.'],
-  off_topic: ["The question is outside what the documents cover",
-    'It was screened out as off-topic for this collection of documents.'],
-  rate_limited: ['Too many questions this hour',
-    'There is a limit on how many new questions can be asked per hour. Questions already answered are still served.'],
-  budget_exhausted: ["The service's spending cap has been reached",
-    'No more model calls can be made until the budget resets.'],
-  invalid_api_key: ["The API key wasn't accepted",
-    "The key sent with the question is unknown or has been revoked. Ask the service's operator for a valid one."],
-  bot_check_failed: ["The bot check didn't pass",
-    'Complete the check above the examples (or reload the page), then ask again.'],
-  model_error: ["The language model didn't respond",
-    'No answer could be written or checked. Please try again shortly.'],
-};
-
 // Pipeline order, wire key, test id suffix and label.
 const STAGES = [
   ['botCheck', 'bot-check', 'Bot check'],
@@ -105,7 +83,6 @@ export function renderResponse(summary, details, resp, opts = {}) {
 
 function verdictBanner(resp) {
   const v = VERDICTS[resp.status] || { title: resp.status, sub: '', icon: '?' };
-  const reason = resp.reason && REASONS[resp.reason];
   const meta = h('ul', { class: 'verdict__meta', 'aria-label': 'Request details' },
     h('li', { class: resp.cached ? 'chip chip--cached' : 'chip', 'data-testid': 'cached', text: resp.cached ? 'Cached result' : resp.status === 'blocked' ? 'Not cached' : 'Fresh result' }),
     h('li', { class: 'chip', 'data-testid': 'total-ms' }, 'Total ', fmtMs(resp.totalMs)),
@@ -114,7 +91,8 @@ function verdictBanner(resp) {
     h('span', { class: 'verdict__icon', 'aria-hidden': 'true', text: v.icon }),
     h('div', { class: 'verdict__body' },
       h('h2', { class: 'verdict__title', id: 'verdict-title' }, v.title),
-      h('p', { class: 'verdict__sub', text: reason ? `${reason[0]}.` : v.sub })),
+      // The reason's headline comes from the server (api/reasons.py), worded there once.
+      h('p', { class: 'verdict__sub', text: resp.headline ? `${resp.headline}.` : v.sub })),
     meta);
 }
 
@@ -173,14 +151,12 @@ async function fillCitationPane(pane, c, ctx) {
 }
 
 function whyBlock(resp, retryAfter) {
-  const r = REASONS[resp.reason] || ['No answer was given', ''];
   const g = resp.stages?.groundedness;
   const wait = retryAfter ?? resp.stages?.rateLimit?.retryAfterS;
   const showGate = resp.reason === 'not_grounded' || (g && g.decision === 'fail');
   return h('section', { class: 'card why', 'data-testid': 'refusal-reason', 'data-reason': resp.reason || '', 'aria-labelledby': 'why-title' },
     h('h3', { id: 'why-title', class: 'card__title', text: resp.status === 'blocked' ? 'Why it was blocked' : 'Why it was refused' }),
-    r[1] ? h('p', { class: 'why__plain', text: r[1] }) : null,
-    detailsLine(resp.message, r, showGate),
+    ...explanation(resp.message, showGate),
     resp.status === 'refused' ? closestPassages(resp) : null,
     resp.reason === 'rate_limited' && isNum(wait)
       ? h('p', { class: 'retry', 'data-testid': 'retry-after', text: `Try again in ${fmtWait(wait)}.` }) : null,
@@ -188,29 +164,22 @@ function whyBlock(resp, retryAfter) {
     screeningNote(resp.stages?.screening));
 }
 
-/** Two sentences that differ only in their last words ("…no answer is given" / "…was written") say the same. */
-function sameSentence(a, b) {
-  const norm = (t) => String(t || '').toLowerCase().replace(/[^a-z0-9 ]+/g, '').slice(0, 50);
-  return norm(a) === norm(b);
-}
-
 /**
- * The server's message, less what the page already says: the verdict's headline ("The documents don't
- * support an answer" would otherwise be read three times), the plain explanation, that the evidence is
- * shown, and the gate's figures when the gate's gauges are drawn. Nothing left: no Details line.
+ * The server's message (api/reasons.py, with this request's particulars): the explanation, then what it
+ * adds in a closing parenthesis as Details, unless the gate's gauges are drawn, which show those figures.
  */
-function detailsLine(message, [headline, plain], showGate) {
-  if (!message) return null;
-  const norm = (t) => String(t || '').toLowerCase().replace(/[^a-z0-9 ]+/g, '').trim();
+function explanation(message, showGate) {
+  if (!message) return [];
   let body = String(message).trim();
   let aside = '';
   const paren = body.match(/^(.*?)\s*\(([^()]*)\)\s*$/s);
   if (paren) [, body, aside] = paren;
-  const kept = body.split(/(?<=[.!?])\s+/).filter((s) => s.trim()
-    && !norm(s).startsWith(norm(headline)) && !sameSentence(s, plain) && !/\bevidence\b.*\bshown\b/i.test(s));
-  if (aside && !showGate) kept.push(`${capitalise(aside)}.`);
-  if (!kept.length) return null;
-  return h('p', { class: 'why__message', 'data-testid': 'refusal-details' }, h('span', { class: 'why__label', text: 'Details' }), kept.join(' '));
+  return [
+    body ? h('p', { class: 'why__plain', 'data-testid': 'refusal-message', text: body }) : null,
+    aside && !showGate
+      ? h('p', { class: 'why__message', 'data-testid': 'refusal-details' }, h('span', { class: 'why__label', text: 'Details' }), `${capitalise(aside)}.`)
+      : null,
+  ];
 }
 
 /** For a refusal: what the search did find, in words, so the reader sees why it was not enough. */

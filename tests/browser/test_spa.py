@@ -21,6 +21,7 @@ from playwright.async_api import Browser, Page, Request, Route, expect
 from provenance.db import create_pool, migrate
 from provenance.embedder import Embedder
 from provenance.ingest import ingest
+from provenance.reasons import REASONS
 from provenance.settings import REPO_ROOT, Settings
 from provenance.store import Store
 from tests.browser.conftest import HAVE_CHROMIUM, SKIP_REASON
@@ -168,7 +169,9 @@ def reply(status: int, body: object, headers: dict[str, str] | None = None) -> C
     return handler
 
 
-# What the server says when an address has used its hour up (api/guards/ratelimit.py, api/pipeline.py).
+# The rate limit's words (api/reasons.py), and what the server says when an address has used its hour up
+# (api/guards/ratelimit.py, api/pipeline.py).
+RATE_LIMITED = REASONS["rate_limited"]
 HOURLY_LIMIT_MESSAGE = (
     "The limit of 60 questions per hour for each address is used up; try again in 37 minutes."
     " Questions already answered are still served."
@@ -199,7 +202,9 @@ async def test_error_replies_are_shown(page: Page, live_server: LiveServer) -> N
     # The server's own 429 is a blocked AskResponse with Retry-After: take a real reply and turn it into one.
     async def rate_limited(route: Route) -> None:
         body = await (await route.fetch()).json()
-        body.update(status="blocked", reason="rate_limited", message=HOURLY_LIMIT_MESSAGE)
+        body.update(
+            status="blocked", reason="rate_limited", headline=RATE_LIMITED.headline, message=HOURLY_LIMIT_MESSAGE
+        )
         body["stages"]["rateLimit"].update(status="blocked", limit=60, remaining=0, retryAfterS=2161)
         await route.fulfill(status=429, json=body, headers={"Retry-After": "2161"})
 
@@ -209,6 +214,8 @@ async def test_error_replies_are_shown(page: Page, live_server: LiveServer) -> N
     await expect(error).to_be_hidden()
     await expect(page.get_by_test_id("verdict")).to_have_attribute("data-status", "blocked")
     await expect(page.get_by_test_id("refusal-reason")).to_have_attribute("data-reason", "rate_limited")
+    # The headline is the server's (api/reasons.py), not a second catalogue in the page.
+    await expect(page.locator(".verdict__sub")).to_have_text(f"{RATE_LIMITED.headline}.")
     # The real window and a wait in words, not "per minute" and "2161 s".
     await expect(page.get_by_test_id("retry-after")).to_have_text("Try again in 37 minutes.")
     why = page.get_by_test_id("refusal-reason")
@@ -458,6 +465,7 @@ async def test_a_true_sentence_that_does_not_answer_is_not_painted_red(page: Pag
     sentence = "Lockers are rented by the calendar month at the front desk."
     claim = {"text": sentence, "score": 0.03, "supportingPassageIds": [], "lexicalOverlap": 1.0, "localScore": 0.03}
     real["status"], real["reason"], real["answer"], real["citations"] = "refused", "not_grounded", None, []
+    real["headline"] = REASONS["not_grounded"].headline
     real["stages"]["groundedness"].update(
         status="ok", decision="fail", score=0.03, minClaim=0.03, claims=[{**claim, "quoted": True}, claim]
     )
