@@ -2,17 +2,18 @@
 
     .venv/bin/python -m bench.run [--skip-scaling] [--sizes 10000,100000] [--no-write]
 
-One embedded PostgreSQL in a temporary DATA_DIR serves the whole run. Against a real `provenance serve`
-subprocess (local profile, rate limit off, ingesting corpus/) a loopback load generator (httpx) measures:
-uncached /ask (a server with CACHE_TTL_S=0) and cached /ask (a server with the cache on, primed first),
-latency p50/p95/p99 and throughput at concurrency 1, 8 and 32; the per-stage breakdown of the uncached
-answers at concurrency 1; and the peak memory of the server's processes and of Postgres. In process it
-measures ingest throughput (forced re-embed of corpus/), retrieval over 10k and 100k synthetic passages,
-exact scan against HNSW (bench/vector_scale.py), and the anthropic profile against the fake Messages API
-with 700 ms per call: sequential model round trips per uncached answer (decomposition and model
-entailment are one call), and what the pipeline adds on top. Then the
-workers sweep of bench/scaling.py (docs/scaling.md). Request counts are modest so the run stays within
-ten minutes on two cores.
+One embedded PostgreSQL in a temporary DATA_DIR serves the whole run. Against real `provenance serve`
+subprocesses (local profile, rate limit off, ingesting corpus/) it measures: uncached /ask (CACHE_TTL_S=0)
+with the embedder micro-batched and one embedding at a time, side by side (httpx as the client), latency
+p50/p95/p99 and throughput at concurrency 1, 8 and 32, and the per-stage breakdown at concurrency 1;
+cached /ask beside its floor (bench/floor.py, a bare app running only the cache read; raw-socket client)
+under h11/asyncio, uvloop/httptools and two workers; and the peak memory of the server's processes and
+of Postgres. In process it measures ingest throughput (forced re-embed of corpus/), retrieval over 10k
+and 100k synthetic passages, exact scan against HNSW (bench/vector_scale.py), and the anthropic profile
+against the fake Messages API with 700 ms per call: sequential model round trips per uncached answer
+(decomposition and model entailment are one call), and what the pipeline adds on top. Then the workers
+sweep of bench/scaling.py (docs/scaling.md). Request counts are modest so the run stays within ten
+minutes on two cores.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import scaling, vector_scale
+from bench import floor, scaling, vector_scale
 from bench.common import machine, percentile, scratch_store
 from bench.server import REPO_ROOT, LoadResult, Sampler, Server, load_questions, measured_load
 from provenance.embedder import Embedder
@@ -42,8 +43,9 @@ from provenance.settings import Settings
 DOC = REPO_ROOT / "docs" / "benchmarks.md"
 CONCURRENCY = (1, 8, 32)
 UNCACHED_REQUESTS = {1: 30, 8: 48, 32: 64}
-CACHED_REQUESTS = {1: 200, 8: 400, 32: 800}
-CACHED_QUESTIONS = 16
+# The cached path, each beside its floor: before (h11 and asyncio, what `serve` ran until uvloop and
+# httptools were installed), as served now, and with two workers.
+FLOOR_SERVERS = ((1, "h11", "asyncio"), (1, "auto", "auto"), (2, "auto", "auto"))
 MODEL_LATENCY_S = 0.7
 STAGES = Stages.__struct_fields__  # in pipeline order
 
@@ -55,8 +57,8 @@ class Report:
     load_after: str = ""
     wall_s: float = 0.0
     uncached: list[LoadResult] = field(default_factory=list)
-    cached: list[LoadResult] = field(default_factory=list)
-    cached_misses: int = 0
+    uncached_before: list[LoadResult] = field(default_factory=list)  # EMBED_BATCH_WAIT_MS=0
+    floors: list[floor.FloorReport] = field(default_factory=list)
     memory: list[tuple[str, float, float]] = field(default_factory=list)  # (server, peak server, peak pg)
     ingest_runs: list[tuple[int, float]] = field(default_factory=list)  # (passages embedded, seconds)
     vectors: list[dict[str, float]] = field(default_factory=list)
@@ -72,33 +74,30 @@ def log(message: str) -> None:
 
 
 def http_phase(report: Report, data_dir: Path, questions: Sequence[str]) -> None:
-    log("uncached /ask (CACHE_TTL_S=0)")
-    with Server(data_dir, CACHE_TTL_S="0") as server, Sampler(server) as sampler:
-        server.settle()
-        measured_load(server, questions, concurrency=2, requests=6, offset=len(questions) // 2)  # warm-up
+    log("uncached /ask (CACHE_TTL_S=0), one embedding at a time (EMBED_BATCH_WAIT_MS=0) and micro-batched")
+    # Both servers up at once and loaded in turn at each concurrency, so both see the same machine.
+    with (
+        Server(data_dir, CACHE_TTL_S="0", EMBED_BATCH_WAIT_MS="0") as before,
+        Server(data_dir, CACHE_TTL_S="0", ingest=False) as after,
+        Sampler(after) as sampler,
+    ):
+        for server in (before, after):
+            server.settle()
+            measured_load(server, questions, concurrency=2, requests=6, offset=len(questions) // 2)  # warm-up
         offset = 0
         for c in CONCURRENCY:
-            result = measured_load(server, questions, c, UNCACHED_REQUESTS[c], offset=offset)
+            for server, results in ((before, report.uncached_before), (after, report.uncached)):
+                result = measured_load(server, questions, c, UNCACHED_REQUESTS[c], offset=offset)
+                results.append(result)
+                label = "batched" if server is after else "one at a time"
+                log(f"  c={c} {label}: {result.throughput:.2f} req/s, p50 {result.rt(0.5):.0f} ms")
             offset += UNCACHED_REQUESTS[c]
-            report.uncached.append(result)
-            log(f"  c={c}: {result.throughput:.2f} req/s, p50 {result.rt(0.5):.0f} ms, {result.statuses()}")
-    what = "uncached server (ingested corpus/ at start-up, in the same process)"
+    what = "uncached server (corpus/ already ingested by the first)"
     report.memory.append((what, sampler.peak_server_mib, sampler.peak_pg_mib))
 
-    log("cached /ask")
-    subset = list(questions[:CACHED_QUESTIONS])
-    with Server(data_dir) as server, Sampler(server) as sampler:
-        server.settle()
-        measured_load(server, subset, concurrency=4, requests=len(subset))  # fills the cache
-        measured_load(server, subset, concurrency=4, requests=4 * len(subset))  # warm connections
-        for c in CONCURRENCY:
-            result = measured_load(server, subset, c, CACHED_REQUESTS[c])
-            report.cached_misses += sum(1 for b in result.bodies if not b["cached"])
-            report.cached.append(result)
-            log(f"  c={c}: {result.throughput:.0f} req/s, p50 {result.rt(0.5):.1f} ms")
-    report.memory.append(
-        ("cached server (corpus unchanged, nothing ingested)", sampler.peak_server_mib, sampler.peak_pg_mib)
-    )
+    log("cached /ask beside its floor (bench/floor.py)")
+    for workers, http, loop in FLOOR_SERVERS:
+        report.floors.append(floor.measure(data_dir, questions, workers=workers, http=http, loop=loop, log=log))
 
 
 # --- in process: ingest, vectors, the anthropic profile --------------------------------------------
@@ -243,6 +242,43 @@ def _latency_table(results: Sequence[LoadResult], decimals: int) -> str:
     return "\n".join(lines)
 
 
+def _scaling_verdict(report: Report) -> str:
+    """The issue-16 target for uncached work: req/s at 8 ≥ 1.6x at 1, p50 at 1 no more than 10% worse."""
+    by_c = {r.concurrency: r for r in report.uncached}
+    before = {r.concurrency: r for r in report.uncached_before}
+    if not {1, 8} <= by_c.keys() or 1 not in before:
+        return ""
+    gain = by_c[8].throughput / by_c[1].throughput if by_c[1].throughput else 0.0
+    old_gain = before[8].throughput / before[1].throughput if 8 in before and before[1].throughput else 0.0
+    p50_change = by_c[1].rt(0.5) / before[1].rt(0.5) - 1 if before[1].rt(0.5) else 0.0
+    met = gain >= 1.6 and p50_change <= 0.10
+    return (
+        f"Concurrency 8 over concurrency 1: **{gain:.2f}x** micro-batched ({old_gain:.2f}x one at a time); "
+        f"p50 at concurrency 1 changed by {p50_change:+.0%}. Target ≥ 1.6x with p50 at 1 no more than 10% "
+        f"worse: **{'met' if met else 'not met'}** in this run."
+    )
+
+
+def _floor_verdict(report: Report) -> str:
+    """The issue-16 targets for the cached path, judged on the server as `provenance serve` runs it."""
+    served = next((f for f in report.floors if f.label.startswith("1 worker, http=auto")), None)
+    if served is None:
+        return ""
+    at8 = next((p for p in served.pairs if p.concurrency == 8), None)
+    if at8 is None:
+        return ""
+    ratio_ok = all(p.ratio >= 0.8 for p in served.pairs)
+    rps_ok = at8.real.throughput >= 1000
+    p99_ok = at8.real.rt(0.99) <= 20
+    return (
+        f"Targets, as `provenance serve` runs by default ({served.label}): real/floor ≥ 0.8 at every "
+        f"concurrency: **{'met' if ratio_ok else 'not met'}** "
+        f"({', '.join(f'{p.ratio:.2f}' for p in served.pairs)}); ≥ 1,000 req/s at concurrency 8: "
+        f"**{'met' if rps_ok else 'not met'}** ({at8.real.throughput:.0f}); p99 ≤ 20 ms at concurrency 8: "
+        f"**{'met' if p99_ok else 'not met'}** ({at8.real.rt(0.99):.1f} ms)."
+    )
+
+
 def _stage_table(result: LoadResult) -> str:
     lines = ["| stage | p50 ms | p95 ms |", "|---|---:|---:|"]
     for stage in STAGES:
@@ -306,16 +342,28 @@ def render(report: Report, preserved: str) -> str:
         "machine is shared with other engineers' test runs, so other work competed for the two cores; "
         "compare figures only at similar load.",
         f"- Run time: {report.wall_s:.0f} s. Embedded PostgreSQL 18 + pgvector on the same machine, one "
-        "`provenance serve` worker, local profile, rate limit off, no bot check; the load generator "
-        "(httpx.AsyncClient over keep-alive connections on loopback) shares the machine too.",
+        "`provenance serve` worker unless said otherwise, local profile, rate limit off, no bot check; the "
+        "load generators (httpx for uncached requests, bench/loadgen.py for cached ones, keep-alive "
+        "connections on loopback) share the machine too.",
         "",
         "## Uncached /ask",
         "",
-        "A server with `CACHE_TTL_S=0`, asked the eval questions (answerable, partial and unanswerable; "
-        "not the adversarial ones, which the deny-list blocks in under a millisecond) in turn. Latency is "
-        "the client's round trip; throughput is answers per second of wall time.",
+        "Two servers with `CACHE_TTL_S=0`, up side by side and loaded in turn at each concurrency: one "
+        "embedding each question at a time as before (`EMBED_BATCH_WAIT_MS=0`), and one with the "
+        "embedder's micro-batcher and per-request memo (the default). Asked the eval questions "
+        "(answerable, partial and unanswerable; not the adversarial ones, which the deny-list blocks in "
+        "under a millisecond) in turn. Latency is the client's round trip; throughput is answers per "
+        "second of wall time.",
+        "",
+        "Micro-batched (the default):",
         "",
         _latency_table(report.uncached, 0),
+        "",
+        "One embedding at a time (`EMBED_BATCH_WAIT_MS=0`):",
+        "",
+        _latency_table(report.uncached_before, 0),
+        "",
+        _scaling_verdict(report),
         "",
         "### Where the time goes (local profile, uncached, concurrency 1)",
         "",
@@ -324,12 +372,20 @@ def render(report: Report, preserved: str) -> str:
         f"The issue-4 target is p50 ≤ 150 ms total on this 2-core machine: this run's server-side p50 was "
         f"{total_p50:.1f} ms, so it **{target}** the target at this load.",
         "",
-        "## Cached /ask",
+        "## Cached /ask beside its floor",
         "",
-        f"A server with the cache on, primed with {CACHED_QUESTIONS} questions, then asked them in turn "
-        f"({report.cached_misses} of the timed requests missed the cache).",
+        "`bench/floor.py`: the real server with its cache filled with "
+        f"{floor.QUESTIONS} eval questions, and beside it on the same Postgres a bare Litestar app "
+        "(`bench/floor_app.py`) that runs only the SQL a cached answer needs (the same statement) and "
+        "returns the stored body as it is. Both under the same uvicorn options, loaded in turn with the "
+        "same requests by `bench/loadgen.py` (raw keep-alive sockets: httpx cost the client about a "
+        "millisecond a request, as much as the server), best of two rounds each. "
+        f"{sum(f.misses for f in report.floors)} of the real server's answers missed the cache; "
+        f"{sum(f.errors for f in report.floors)} answers of either were not 200.",
         "",
-        _latency_table(report.cached, 1),
+        floor.table(report.floors) if report.floors else "(not measured)",
+        "",
+        _floor_verdict(report),
         "",
         "## Memory",
         "",
