@@ -41,6 +41,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -686,6 +687,8 @@ class Report:
     log_levels: dict[str, Counter[str]] = field(default_factory=dict)
     cpu: dict[str, float] = field(default_factory=dict)
     plain_lines: list[str] = field(default_factory=list)  # what the non-JSON log lines say, a few of them
+    command: str = ".venv/bin/python -m bench.soak"
+    nice: int = 0  # the soak's niceness, which the servers it starts inherit
 
     @property
     def passed(self) -> bool:
@@ -775,6 +778,7 @@ def rss_svg(samples: Sequence[tuple[float, float, float, float]], reference_s: f
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+        "<title>The soak's server RSS over the run (docs/soak.md)</title>",
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="#999"/>',
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="#999"/>',
@@ -793,6 +797,8 @@ def rss_svg(samples: Sequence[tuple[float, float, float, float]], reference_s: f
         f"+{RSS_TOLERANCE * 100:.0f}% of minute {reference_s / 60:g}: {bound:.0f} MiB</text>",
         f'<line x1="{x_ref:.1f}" y1="{top}" x2="{x_ref:.1f}" y2="{height - bottom}" stroke="#bbb"/>',
         f'<polyline points="{points}" fill="none" stroke="#1f5fbf" stroke-width="1.5"/>',
+        f'<text x="{x(samples[-1][0]) - 2:.1f}" y="{y(samples[-1][1]) + 14:.1f}" text-anchor="end" fill="#1f5fbf">'
+        f"server RSS, {samples[-1][1]:.0f} MiB at the end</text>",
         "</svg>",
     ]
     return "\n".join(parts) + "\n"
@@ -887,8 +893,7 @@ def render(report: Report, run: Run) -> str:
     parts = [
         "# Soak",
         "",
-        f"One run of `make soak` (`.venv/bin/python -m bench.soak --minutes {args.minutes:g}`); the figures are "
-        f"exactly those it printed. Result: {verdict}.",
+        f"One run of `make soak` (`{report.command}`); the figures are exactly those it printed. Result: {verdict}.",
         "",
         f"- Machine: {report.machine}.",
         f"- Load average (1/5/15 min) before the run: {report.load_before}; after: {report.load_after}. The "
@@ -896,7 +901,8 @@ def render(report: Report, run: Run) -> str:
         "the two cores; compare latencies only at similar load.",
         f"- Run time: {report.wall_s:.0f} s in all, {run.duration_s:.0f} s of mixed traffic. Embedded "
         "PostgreSQL 18 + pgvector, two `provenance serve` subprocesses (one worker each) and the load "
-        "generator (httpx.AsyncClient on loopback) on the same machine.",
+        "generator (httpx.AsyncClient on loopback) on the same machine"
+        + (f", all at nice {report.nice} (so the other work on the machine came first)." if report.nice else "."),
         f"- CPU during the traffic: server {cpu.get('server', 0):.0f} s "
         f"({cpu.get('server', 0) / run.duration_s * 100:.0f}% "
         f"of one core), spend server {cpu.get('spend', 0):.0f} s, PostgreSQL {cpu.get('postgres', 0):.0f} s, load "
@@ -1003,6 +1009,8 @@ def main() -> int:
 
     configure_logging("warning")
     report = Report(machine=machine(), load_before=load_average(), args=args)
+    report.command = " ".join([".venv/bin/python -m bench.soak", *sys.argv[1:]])
+    report.nice = os.nice(0)
     started = time.monotonic()
     duration_s = args.minutes * 60
     run = Run(duration_s, args.scale, args.limit)
