@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import math
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 from provenance.guards.base import Ticket
 from provenance.guards.sweep import Sweeper
@@ -27,6 +28,7 @@ def parse_networks(entries: Iterable[str]) -> tuple[IPNetwork, ...]:
     return tuple(ipaddress.ip_network(entry, strict=False) for entry in entries)
 
 
+@lru_cache(maxsize=4096)  # every request parses its peer's address, and clients come back
 def _parse_ip(text: str) -> IPAddress | None:
     text = text.strip().strip('"')
     if text.startswith("["):  # "[2001:db8::1]:443"
