@@ -103,7 +103,11 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     generator: Generator
     # Scores every claim on this machine (the feature or the trained verifier), whatever the profile.
     verifier: Verifier
-    paid: bool
+    # The most one request's paid calls can use, one Usage per call at its token limits, given the most
+    # tokens the retrieved passages can hold (by our tokenizer): what the spend cap holds against the daily
+    # budget before the request runs. None for a profile whose calls all run on this machine and cost nothing.
+    # Required, so that no profile is taken for free by omission.
+    worst_case: Callable[[int], Sequence[Usage]] | None
     # How the answer becomes claims, exactly one of the two: a decomposer, or one model call that gives the
     # claims with the model's own entailment verdicts, which then count beside `verifier`'s.
     decomposer: Decomposer | None = None
@@ -112,6 +116,11 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     warmup: Callable[[Sequence[str]], None] | None = None
     # Told the corpus's passage texts whenever the corpus is (re)loaded; the local verifier learns its vocabulary.
     on_corpus: Callable[[Sequence[str]], None] | None = None
+
+    @property
+    def paid(self) -> bool:
+        """Whether any call costs money: one rule, so a paid profile can't leave its worst case undeclared."""
+        return self.worst_case is not None
 
     def __post_init__(self) -> None:
         if (self.decomposer is None) == (self.decompose_and_verify is None):

@@ -1,7 +1,9 @@
-"""What model calls cost, in USD, for the daily spend cap.
+"""What paid model calls cost, in USD, for the daily spend cap.
 
 Prices are list prices per million tokens. An unknown model is charged at the Claude Haiku 4.5 price
-rather than zero, so a typo in ANTHROPIC_MODEL can overspend the estimate but never bypass the cap.
+rather than zero, so a typo in ANTHROPIC_MODEL can overspend the estimate but never bypass the cap. What
+is free is not a model name's to say: a profile whose calls all run on this machine declares no worst case
+(`Profile.worst_case`), and the spend cap books its calls at no cost.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ class Price(msgspec.Struct, frozen=True):
     output_per_mtok: float
 
 
-FREE = Price(input_per_mtok=0.0, output_per_mtok=0.0)
 HAIKU_4_5 = Price(input_per_mtok=1.00, output_per_mtok=5.00)
 HAIKU_3_5 = Price(input_per_mtok=0.80, output_per_mtok=4.00)
 DEFAULT_PRICE = HAIKU_4_5
@@ -30,18 +31,8 @@ PRICES: dict[str, Price] = {
     "claude-3-5-haiku-20241022": HAIKU_3_5,
 }
 
-# The local profile names its components "local-extractive", "local-calibrated-verifier", and the
-# embedder "local/...": anything in that family runs on this machine and costs nothing.
-_LOCAL_PREFIXES = ("local-", "local/", "local:")
-
-
-def is_local_model(model: str) -> bool:
-    return model == "local" or model.startswith(_LOCAL_PREFIXES)
-
 
 def price_for(model: str) -> Price:
-    if is_local_model(model):
-        return FREE
     return PRICES.get(model, DEFAULT_PRICE)
 
 
@@ -53,7 +44,4 @@ def cost_usd(usage: Usage) -> float:
 
 def max_call_cost_usd(model: str, max_input_tokens: int, max_output_tokens: int) -> float:
     """The most one call can cost: what the spend cap reserves before the call is made."""
-    price = price_for(model)
-    return (
-        max(0, max_input_tokens) * price.input_per_mtok + max(0, max_output_tokens) * price.output_per_mtok
-    ) / _PER_TOKEN
+    return cost_usd(Usage(model=model, input_tokens=max(0, max_input_tokens), output_tokens=max(0, max_output_tokens)))

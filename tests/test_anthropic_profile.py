@@ -25,6 +25,7 @@ from provenance.profiles.anthropic import (
     build_anthropic_profile,
     make_client,
 )
+from provenance.profiles.local import build_local_profile
 from provenance.stages.decompose import decompose_and_verify
 from tests.fake_anthropic import FakeAnthropic, Reply, fake_anthropic, wait_for_requests
 
@@ -416,7 +417,19 @@ def test_pricing() -> None:
     )
     # Unknown models are charged like Haiku 4.5, never for free.
     assert price_for("claude-someday-9") == price_for("claude-haiku-4-5")
-    assert cost_usd(Usage(model="local-extractive", input_tokens=10**9, output_tokens=10**9)) == 0.0
-    assert cost_usd(Usage(model="local", input_tokens=5, output_tokens=5)) == 0.0
+    # What is free is the profile's to declare (Profile.worst_case), not a model name's: a name that looks
+    # local is priced like any unknown model.
+    assert price_for("local-extractive") == price_for("claude-haiku-4-5")
     assert max_call_cost_usd("claude-haiku-4-5", 4000, 1024) == pytest.approx(0.004 + 0.00512)
-    assert max_call_cost_usd("local", 4000, 1024) == 0.0
+
+
+def test_the_profile_declares_its_own_worst_case(fake_anthropic: FakeAnthropic, embedder: Embedder) -> None:
+    settings = fake_anthropic.settings()
+    profile = build_anthropic_profile(settings, embedder)
+    assert profile.worst_case is not None
+    calls = profile.worst_case(1000)
+    # Screening, generation and the combined claims call, each at the largest max_tokens any of them asks for.
+    assert [c.model for c in calls] == [settings.anthropic_model] * 3
+    assert all(c.input_tokens == 2000 + 1500 and c.output_tokens == 1536 for c in calls)
+    local = build_local_profile(embedder)
+    assert local.worst_case is None and not local.paid

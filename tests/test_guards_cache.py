@@ -21,7 +21,7 @@ from provenance.ingest import ingest
 from provenance.models import AskResponse
 from provenance.passages import ScoredPassage
 from provenance.pipeline import Pipeline
-from provenance.ports import ScreenVerdict
+from provenance.ports import ScreenVerdict, Usage
 from provenance.services import Services, build_services
 from provenance.store import Store
 from tests.conftest import CORPUS, make_settings
@@ -46,6 +46,11 @@ async def services(pg_dsn: str, data_dir: Path, embedder: Embedder) -> AsyncIter
     conn = await asyncpg.connect(pg_dsn)
     await conn.execute(f'DROP SCHEMA IF EXISTS "{settings.db_schema}" CASCADE')
     await conn.close()
+
+
+def _one_paid_call(passage_tokens: int) -> list[Usage]:
+    """Bills the local models as if they made one paid call over every passage."""
+    return [Usage(model="claude-haiku-4-5", input_tokens=passage_tokens, output_tokens=1024)]
 
 
 class _PassScreener:
@@ -128,8 +133,10 @@ async def test_ttl_zero_turns_the_cache_off_and_says_so(services: Services) -> N
 async def test_a_spent_budget_blocks_new_questions_but_still_serves_cached_answers(services: Services) -> None:
     # The local models, billed as if paid: the reservation logic runs, the metered cost is zero. (A paid
     # profile screens without passages, which the local classifier can't, so screening passes here.)
-    paid = msgspec.structs.replace(services.profile, name="paid-test", paid=True, screener=_PassScreener())
-    estimate = request_estimate_usd(services.settings)
+    paid = msgspec.structs.replace(
+        services.profile, name="paid-test", worst_case=_one_paid_call, screener=_PassScreener()
+    )
+    estimate = request_estimate_usd(paid, services.settings)
     settings = services.settings.with_overrides(daily_budget_usd=round(estimate * 1.5, 6))
     pipeline = Pipeline(settings, services.store, services.embedder, paid, PostgresGuards(settings, services.store))
     await pipeline.refresh_corpus()

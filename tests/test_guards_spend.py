@@ -5,23 +5,34 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from anthropic import AsyncAnthropic
 
 from provenance.guards.spend import SpendCap, request_estimate_usd, utc_day
 from provenance.ports import Profile, Usage
 from provenance.pricing import cost_usd, max_call_cost_usd
+from provenance.profiles.anthropic import build_anthropic_models
 from provenance.settings import Settings
 from provenance.store import Store
 
-# Only name and paid matter to the spend cap; the model objects are never called here.
-PAID = Profile(name="anthropic", screener=None, generator=None, verifier=None, paid=True, decompose_and_verify=object())
-LOCAL = Profile(name="local", screener=None, generator=None, verifier=None, paid=False, decomposer=object())
+# Only the name and the worst case matter to the spend cap; the model objects are never called here. The
+# paid one declares the anthropic profile's own worst case (its client is never used).
+ANTHROPIC = build_anthropic_models(Settings(), AsyncAnthropic(api_key="unused"))
+PAID = Profile(
+    name="anthropic",
+    screener=None,
+    generator=None,
+    verifier=None,
+    worst_case=ANTHROPIC.worst_case,
+    decompose_and_verify=object(),
+)
+LOCAL = Profile(name="local", screener=None, generator=None, verifier=None, worst_case=None, decomposer=object())
 CALL = Usage(model="claude-haiku-4-5", input_tokens=1000, output_tokens=200)  # $0.002
 
 
 def test_the_estimate_is_three_worst_case_calls() -> None:
     # Screening, generation and the combined decompose-and-verify call; the verifier is local.
     settings = Settings()
-    estimate = request_estimate_usd(settings)
+    estimate = request_estimate_usd(PAID, settings)
     per_call = max_call_cost_usd("claude-haiku-4-5", 2000 + 4 * 256 * 3 // 2, 1536)
     assert estimate == pytest.approx(3 * per_call)
     # A real request of the anthropic profile, at its max_tokens, never costs more than that.
@@ -31,7 +42,7 @@ def test_the_estimate_is_three_worst_case_calls() -> None:
 async def test_concurrent_reservations_never_overshoot_by_more_than_one_request(fresh_store: Store) -> None:
     settings = Settings(daily_budget_usd=1.0)
     cap = SpendCap(fresh_store, settings)
-    estimate = request_estimate_usd(settings)
+    estimate = request_estimate_usd(PAID, settings)
     already = round(1.0 - 2.5 * estimate, 6)
     await fresh_store.spend_settle(utc_day(), 0.0, already, 0)
 

@@ -319,14 +319,14 @@ async def test_decompose_detail_is_none_without_drops() -> None:
 
 def test_a_profile_makes_claims_exactly_one_way() -> None:
     with pytest.raises(ValueError, match="exactly one"):
-        Profile(name="neither", screener=None, generator=None, verifier=None, paid=False)
+        Profile(name="neither", screener=None, generator=None, verifier=None, worst_case=None)
     with pytest.raises(ValueError, match="exactly one"):
         Profile(
             name="both",
             screener=None,
             generator=None,
             verifier=None,
-            paid=False,
+            worst_case=None,
             decomposer=FixedDecomposer([]),
             decompose_and_verify=object(),
         )

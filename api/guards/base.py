@@ -45,6 +45,8 @@ class Reservation(msgspec.Struct):
     stage: SpendStage
     day: str | None = None
     reserved_usd: float = 0.0
+    # For a profile that declares no paid calls: they are still counted at settle time, at no cost.
+    free: bool = False
 
 
 def cache_key(question: str, corpus_version: str | None, settings_fingerprint: str) -> str:

@@ -8,7 +8,6 @@ one statement, so the day can exceed the budget by at most one request's worst c
 from __future__ import annotations
 
 import datetime as dt
-import math
 from collections.abc import Sequence
 
 import msgspec
@@ -17,33 +16,25 @@ from provenance.guards.base import Reservation
 from provenance.logs import get_logger
 from provenance.models import SpendStage
 from provenance.ports import Profile, Usage
-from provenance.pricing import cost_usd, max_call_cost_usd
+from provenance.pricing import cost_usd
 from provenance.settings import Settings
 from provenance.store import Store
 from provenance.timing import Timer
 
 log = get_logger("provenance.guards.spend")
 
-# The largest max_tokens any call of the anthropic profile asks for (decompose-and-verify).
-MAX_OUTPUT_TOKENS_PER_CALL = 1536
-# System prompt, tool schema and question, on top of the retrieved passages.
-PROMPT_OVERHEAD_TOKENS = 2000
-# Passages are chunked with our tokenizer; the model's may count up to about half as many again.
-TOKENIZER_SLACK = 1.5
-
 
 def utc_day() -> dt.date:
     return dt.datetime.now(dt.UTC).date()
 
 
-def request_estimate_usd(settings: Settings) -> float:
-    """The most one request can cost, the amount held against the budget while it runs."""
-    max_input = PROMPT_OVERHEAD_TOKENS + math.ceil(settings.retrieval_k * settings.chunk_max_tokens * TOKENIZER_SLACK)
-    # Screening, generation and the one call that makes the claims (the combined decompose-and-verify); the
-    # profile's verifier runs on this machine and costs nothing.
-    calls = 3
-    per_call = max_call_cost_usd(settings.anthropic_model, max_input, MAX_OUTPUT_TOKENS_PER_CALL)
-    return round(per_call * calls, 6)
+def request_estimate_usd(profile: Profile, settings: Settings) -> float:
+    """The most one request can cost, the amount held against the budget while it runs: the profile's own
+    worst case, over as many passage tokens as retrieval can return."""
+    if profile.worst_case is None:
+        return 0.0
+    passage_tokens = settings.retrieval_k * settings.chunk_max_tokens
+    return round(sum(cost_usd(call) for call in profile.worst_case(passage_tokens)), 6)
 
 
 class SpendCap:
@@ -64,8 +55,8 @@ class SpendCap:
                 estimate_usd=0.0,
             )
             stage.ms = timer.ms
-            return Reservation(stage, day=day.isoformat(), reserved_usd=0.0)
-        estimate = request_estimate_usd(self.settings)
+            return Reservation(stage, day=day.isoformat(), reserved_usd=0.0, free=True)
+        estimate = request_estimate_usd(profile, self.settings)
         row = await self.store.spend_reserve(day, estimate, self.budget_usd)
         if row is None:
             today = await self.store.spend_day(day)
@@ -100,7 +91,7 @@ class SpendCap:
         if reservation.day is None:  # never reserved (blocked, or nothing to settle)
             return stage
         timer = Timer()
-        charged = sum(cost_usd(u) for u in usages)
+        charged = 0.0 if reservation.free else sum(cost_usd(u) for u in usages)
         try:
             row = await self.store.spend_settle(
                 dt.date.fromisoformat(reservation.day), reservation.reserved_usd, charged, len(usages)

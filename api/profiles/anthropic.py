@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, TypeVar
@@ -40,6 +41,11 @@ ANSWER_TOOL = "submit_answer"
 CHECKED_CLAIMS_TOOL = "submit_checked_claims"
 
 VERIFIER_NAME = "anthropic-entailment"
+
+# For the spend cap's worst case: the system prompt, tool schema and question, on top of the passages.
+PROMPT_OVERHEAD_TOKENS = 2000
+# Passages are chunked with our tokenizer; the model's may count up to about half as many again.
+TOKENIZER_SLACK = 1.5
 
 _T = TypeVar("_T")
 
@@ -458,6 +464,16 @@ class AnthropicModels(msgspec.Struct, frozen=True):
     generator: AnthropicGenerator
     decompose_and_verify: AnthropicDecomposeAndVerify
 
+    def worst_case(self, passage_tokens: int) -> list[Usage]:
+        """The most one request's calls can use (`Profile.worst_case`): screening, generation and the one
+        call that makes the claims, each held at the largest output limit any of them asks for and with
+        every passage in its prompt, so the hold covers whichever call runs long. The verifier runs on this
+        machine and costs nothing."""
+        calls = (self.screener, self.generator, self.decompose_and_verify)
+        max_input = PROMPT_OVERHEAD_TOKENS + math.ceil(passage_tokens * TOKENIZER_SLACK)
+        max_output = max(call.max_output_tokens for call in calls)
+        return [Usage(model=call.model, input_tokens=max_input, output_tokens=max_output) for call in calls]
+
 
 def build_anthropic_models(settings: Settings, client: AsyncAnthropic | None = None) -> AnthropicModels:
     client = client or make_client(settings)
@@ -482,7 +498,7 @@ def build_anthropic_profile(settings: Settings, embedder: Embedder, client: Asyn
             screener=models.screener,
             generator=models.generator,
             verifier=build_trained_verifier(),
-            paid=True,
+            worst_case=models.worst_case,
             decompose_and_verify=models.decompose_and_verify,
         )
     sentences = SentenceEmbeddings(embedder)
@@ -493,7 +509,7 @@ def build_anthropic_profile(settings: Settings, embedder: Embedder, client: Asyn
         generator=models.generator,
         verifier=local_verifier,
         on_corpus=local_verifier.extractor.set_corpus,
-        paid=True,
+        worst_case=models.worst_case,
         # The local verifier runs after the combined model call, on the critical path: have the passages'
         # sentence vectors ready (start-up warms them in the background) rather than embed them then.
         warmup=lambda texts: warm_sentences(sentences, texts),

@@ -184,7 +184,8 @@ def build_local_profile(embedder: Embedder, models: LocalModels = "features") ->
         screener=LocalScreener(embedder),
         generator=ExtractiveGenerator(sentences),
         verifier=verifier,
-        paid=False,
+        # Every call runs on this machine: nothing is paid for, so the spend cap holds nothing back.
+        worst_case=None,
         decomposer=SentenceDecomposer(),
         warmup=lambda texts: warm_sentences(sentences, texts),
         on_corpus=verifier.extractor.set_corpus,

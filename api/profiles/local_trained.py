@@ -68,6 +68,7 @@ def build_trained_local_profile(screener: Screener, decomposer: Decomposer) -> P
         screener=screener,
         generator=ReaderGenerator(get_reader(), load_calibration()),
         verifier=build_trained_verifier(),
-        paid=False,
+        # The reader and the verifier run on this machine: nothing is paid for.
+        worst_case=None,
         decomposer=decomposer,
     )
