@@ -35,6 +35,7 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 async def _keep_session(conn: asyncpg.Connection) -> None:
     """The pool's reset on release. asyncpg's default sends `RESET ALL; UNLISTEN *; ...` after every use: a
     second round trip for a one-statement request (a cached answer). Nothing here changes session state:
+    the one session setting is the pool's own (`server_settings`, the same on every connection), other
     settings are `SET LOCAL` inside transactions, the migration lock is unlocked in a `finally`, and an open
     transaction is still rolled back by the pool itself before this runs."""
 
@@ -50,7 +51,14 @@ async def create_pool(dsn: str, settings: Settings) -> asyncpg.Pool:
         reset=_keep_session,
         timeout=settings.db_timeout_s,
         command_timeout=settings.db_timeout_s,
-        server_settings={"search_path": f"{settings.db_schema},public"},
+        server_settings={
+            "search_path": f"{settings.db_schema},public",
+            # The HNSW index (one over every corpus) yields its nearest rows before the corpus filter; an
+            # iterative scan keeps reading until the LIMIT is met from this corpus (pgvector >= 0.8). Set
+            # per connection at connect time rather than `SET LOCAL` per search, which took a transaction
+            # and three extra round trips; a search is one statement.
+            "hnsw.iterative_scan": "strict_order",
+        },
     )
     assert pool is not None
     return pool

@@ -34,6 +34,59 @@ CACHE_GET_SQL = (
 )
 
 
+# Hybrid retrieval in one statement (Store.hybrid_search): $1 query vector, $2 question, $3 corpus,
+# $4 pool size per ranking, $5 the RRF constant, $6 top-k.
+HYBRID_SEARCH_SQL = """
+WITH nearest AS (
+    -- LIMIT before the window, so the HNSW index serves the ORDER BY and only the pool is numbered; the rows
+    -- arrive in distance order, so rank follows the order the index gave.
+    SELECT id, row_number() OVER (ORDER BY distance) AS rank
+    FROM (
+        SELECT id, embedding <=> $1 AS distance
+        FROM passages
+        WHERE corpus = $3
+        ORDER BY embedding <=> $1
+        LIMIT $4
+    ) pool
+),
+q AS (
+    -- OR of the question's own lexemes: websearch_to_tsquery would AND them.
+    SELECT to_tsquery('english', coalesce((
+        SELECT string_agg(quote_literal(lexeme), ' | ')
+        FROM unnest(tsvector_to_array(to_tsvector('english', $2))) AS lexeme
+    ), '')) AS query
+),
+matched AS (
+    -- Equal text ranks are common (short questions, few lexemes): id orders them, so the ranking is total.
+    SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank
+    FROM (
+        SELECT id, ts_rank_cd(tsv, q.query) AS score
+        FROM passages, q
+        WHERE corpus = $3 AND tsv @@ q.query
+        ORDER BY score DESC, id
+        LIMIT $4
+    ) pool
+),
+fused AS (
+    -- float8 (not numeric, which 1.0 / int would be): each term is the correctly rounded double, as in the
+    -- Python fusion this replaced, so the sums agree bit for bit and exact ties stay ties.
+    SELECT coalesce(n.id, m.id) AS id,
+        coalesce(1::float8 / ($5::int + n.rank), 0::float8) + coalesce(1::float8 / ($5::int + m.rank), 0::float8)
+            AS rrf
+    FROM nearest n
+    FULL JOIN matched m ON m.id = n.id
+),
+top AS (
+    -- COLLATE "C": ties go to the smaller id by code point, whatever the database's collation.
+    SELECT id, rrf FROM fused ORDER BY rrf DESC, id COLLATE "C" LIMIT $6
+)
+SELECT p.id, p.source, p.heading, p.text, 1 - (p.embedding <=> $1) AS score
+FROM top t
+JOIN passages p ON p.corpus = $3 AND p.id = t.id
+ORDER BY t.rrf DESC, t.id COLLATE "C"
+"""
+
+
 class StoredPassage(msgspec.Struct, frozen=True):
     id: str
     source: str
@@ -325,12 +378,12 @@ class Store:
         return True
 
     # --- retrieval -----------------------------------------------------------------------------
+    # Each search is one statement. The HNSW index (one over every corpus) yields its nearest rows before the
+    # corpus filter; the pool's connections run iterative scans (provenance.db.create_pool), which keep
+    # reading until the LIMIT is met from this corpus, so no search needs a transaction to SET LOCAL it.
 
     async def vector_search(self, query: np.ndarray, k: int, corpus: str = DEFAULT_CORPUS) -> list[ScoredPassage]:
-        async with self._conn(transaction=True) as conn:
-            # The HNSW index (one over every corpus) yields its nearest rows before the corpus filter; an
-            # iterative scan keeps reading until k of this corpus's are found (pgvector >= 0.8).
-            await conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+        async with self._conn() as conn:
             rows = await conn.fetch(
                 "SELECT id, source, heading, text, 1 - (embedding <=> $1) AS score"
                 " FROM passages WHERE corpus = $3 ORDER BY embedding <=> $1 LIMIT $2",
@@ -340,35 +393,26 @@ class Store:
             )
         return [ScoredPassage(**dict(r)) for r in rows]
 
-    async def text_search(self, question: str, k: int, corpus: str = DEFAULT_CORPUS) -> list[ScoredPassage]:
-        async with self._conn() as conn:
-            rows = await conn.fetch(
-                """
-                WITH q AS (
-                    -- OR of the question's own lexemes: websearch_to_tsquery would AND them.
-                    SELECT to_tsquery('english', coalesce((
-                        SELECT string_agg(quote_literal(lexeme), ' | ')
-                        FROM unnest(tsvector_to_array(to_tsvector('english', $1))) AS lexeme
-                    ), '')) AS query
-                )
-                SELECT id, source, heading, text, ts_rank_cd(tsv, q.query) AS score
-                FROM passages, q
-                WHERE corpus = $3 AND tsv @@ q.query
-                ORDER BY score DESC, id
-                LIMIT $2
-                """,
-                question,
-                k,
-                corpus,
-            )
-        return [ScoredPassage(**dict(r)) for r in rows]
+    async def hybrid_search(
+        self,
+        query: np.ndarray,
+        question: str,
+        k: int,
+        *,
+        pool_size: int,
+        rrf_k: int,
+        corpus: str = DEFAULT_CORPUS,
+    ) -> list[ScoredPassage]:
+        """The top `k` of the reciprocal rank fusion of two rankings of `pool_size` passages each: by cosine
+        to `query`, and by full-text rank for `question`. One statement, so one round trip.
 
-    async def embeddings_for(self, ids: Sequence[str], corpus: str = DEFAULT_CORPUS) -> dict[str, np.ndarray]:
+        A passage scores sum(1 / (rrf_k + rank)) over the rankings it is in (rank from 1); ties go to the
+        smaller id by code point. Every passage returned carries its cosine to `query` as its score, a
+        full-text hit outside the vector pool included, never its text rank or its fused score.
+        """
         async with self._conn() as conn:
-            rows = await conn.fetch(
-                "SELECT id, embedding FROM passages WHERE corpus = $1 AND id = ANY($2::text[])", corpus, list(ids)
-            )
-        return {r["id"]: np.asarray(r["embedding"].to_numpy(), dtype=np.float32) for r in rows}
+            rows = await conn.fetch(HYBRID_SEARCH_SQL, query, question, corpus, pool_size, rrf_k, k)
+        return [ScoredPassage(**dict(r)) for r in rows]
 
     # --- guards ----------------------------------------------------------------------------------
     # Each guard's check-and-update is one statement, so concurrent requests (and workers) can't race

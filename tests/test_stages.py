@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import msgspec
-import numpy as np
 import pytest
 
 from provenance.claims import split_claims
@@ -31,9 +30,10 @@ from provenance.stages.entail import combine, entail
 from provenance.stages.gate import gate
 from provenance.stages.generate import generate
 from provenance.stages.lexical import LOW_OVERLAP_CAP, UNSUPPORTED_NUMBER_CAP, check_claim, lexical_check
-from provenance.stages.retrieve import ModelMismatch, reciprocal_rank_fusion, retrieve
+from provenance.stages.retrieve import ModelMismatch, retrieve
 from provenance.stages.screen import deny_list_match, screen_classifier, screen_deny_list
 from provenance.store import Store
+from tests.test_hybrid_search import python_hybrid
 
 LOCKERS = ScoredPassage(
     id="05-storage-and-lockers.md#lockers",
@@ -167,19 +167,6 @@ async def test_classifier_block_carries_reason(label: str, phrase: str) -> None:
 # --- retrieval ------------------------------------------------------------------------------------
 
 
-def test_reciprocal_rank_fusion() -> None:
-    # b is 2nd and 1st: 1/62 + 1/61 beats a (1st and 3rd): 1/61 + 1/63.
-    assert reciprocal_rank_fusion([["a", "b", "c"], ["b", "d", "a"]]) == ["b", "a", "d", "c"]
-    # Only in one ranking: the fused order is that ranking's; ties break by id.
-    assert reciprocal_rank_fusion([["z", "y"]]) == ["z", "y"]
-    assert reciprocal_rank_fusion([["x"], ["w"]]) == ["w", "x"]
-    assert reciprocal_rank_fusion([]) == []
-    # With k=0 ranks weigh 1, 1/2, ...: three 2nd places (3/2) beat one 1st place (1) ...
-    assert reciprocal_rank_fusion([["p", "q"], ["r", "q"], ["s", "q"]], k=0)[0] == "q"
-    # ... and two 2nd places tie with it (1/2 + 1/2 = 1): the id decides.
-    assert reciprocal_rank_fusion([["p", "q"], ["r", "q"]], k=0) == ["p", "q", "r"]
-
-
 def _check_passages(outcome, k: int) -> None:  # type: ignore[no-untyped-def]
     assert len(outcome.passages) == k
     ids = [p.id for p in outcome.passages]
@@ -211,17 +198,14 @@ async def test_retrieve_hybrid_is_rrf_of_vector_and_text(corpus_services: Servic
     _check_passages(outcome, k)
     assert outcome.stage.mode == "hybrid"
 
-    # The order is the fused order of the two rankings the stage builds (pool of max(4k, 20) each) ...
+    # The order is the fused order of the two rankings the stage builds (pool of max(4k, 20) each), as the
+    # replaced Python fusion made it (tests/test_hybrid_search.py holds it) ...
     query = s.embedder.embed_query(question)
-    vector_hits = await s.store.vector_search(query, max(4 * k, 20))
-    text_hits = await s.store.text_search(question, max(4 * k, 20))
-    assert text_hits, "full text should match this question"
-    expected = reciprocal_rank_fusion([[p.id for p in vector_hits], [p.id for p in text_hits]])[:k]
-    assert [p.id for p in outcome.passages] == expected
+    expected = await python_hybrid(s.store, query, question, k, max(4 * k, 20))
+    assert [p.id for p in outcome.passages] == [p.id for p in expected]
     # ... and every score is the passage's cosine to the question, never a text rank.
-    vectors = await s.store.embeddings_for(expected)
-    for p in outcome.passages:
-        assert p.score == pytest.approx(float(np.dot(vectors[p.id], query)), abs=1e-3)
+    for p, want in zip(outcome.passages, expected, strict=True):
+        assert p.score == pytest.approx(want.score, abs=1e-6)
 
 
 async def test_retrieve_model_mismatch_is_409(corpus_services: Services) -> None:

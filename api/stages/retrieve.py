@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import msgspec
-import numpy as np
 
 from provenance.corpora import DEFAULT_CORPUS
 from provenance.embedder import Embedder, embed_query_async
@@ -33,14 +32,6 @@ class ModelMismatch(ServiceError):
         )
 
 
-def reciprocal_rank_fusion(rankings: list[list[str]], k: int = RRF_K) -> list[str]:
-    scores: dict[str, float] = {}
-    for ranking in rankings:
-        for rank, pid in enumerate(ranking):
-            scores[pid] = scores.get(pid, 0.0) + 1.0 / (k + rank + 1)
-    return sorted(scores, key=lambda pid: (-scores[pid], pid))
-
-
 async def retrieve(
     question: str,
     embedder: Embedder,
@@ -58,19 +49,9 @@ async def retrieve(
     query = await embed_query_async(embedder, question)
     embed_ms = embed_timer.ms
     if mode == "hybrid":
-        pool_size = max(4 * k, 20)
-        vector_hits = await store.vector_search(query, pool_size, corpus)
-        text_hits = await store.text_search(question, pool_size, corpus)
-        fused = reciprocal_rank_fusion([[p.id for p in vector_hits], [p.id for p in text_hits]])[:k]
-        by_id = {p.id: p for p in vector_hits}
-        missing = [pid for pid in fused if pid not in by_id]
-        if missing:
-            # A full-text hit outside the vector pool: show its real cosine, not the text rank.
-            vectors = await store.embeddings_for(missing, corpus)
-            for p in text_hits:
-                if p.id in vectors:
-                    by_id[p.id] = msgspec.structs.replace(p, score=float(np.dot(vectors[p.id], query)))
-        passages = [by_id[pid] for pid in fused if pid in by_id]
+        # Fused in the database, one round trip (Store.hybrid_search); each ranking draws from a pool
+        # several times k, so a passage ranked well by either one reaches the top k.
+        passages = await store.hybrid_search(query, question, k, pool_size=max(4 * k, 20), rrf_k=RRF_K, corpus=corpus)
     else:
         passages = await store.vector_search(query, k, corpus)
     stage = RetrievalStage(
