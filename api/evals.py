@@ -22,9 +22,8 @@ from provenance.db import MAINTENANCE_TIMEOUT_S, create_pool, migrate, resolve_d
 from provenance.embedder import Embedder
 from provenance.ingest import ingest
 from provenance.models import AskResponse, ClaimResult
-from provenance.passages import ScoredPassage
 from provenance.pipeline import Pipeline
-from provenance.ports import Generation, Generator, Profile
+from provenance.ports import Profile
 from provenance.progress import Progress
 from provenance.settings import Settings
 from provenance.stages.gate import gate
@@ -94,20 +93,6 @@ def answer_matches(answer: str | None, must_include_any: Sequence[str] | None) -
     return any(m.lower() in low for m in must_include_any)
 
 
-class _CandidateCapture:
-    """Wraps the generator so the eval keeps the candidate answer of refused cases for the sweep."""
-
-    def __init__(self, inner: Generator) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.last: str | None = None
-
-    async def generate(self, question: str, passages: Sequence[ScoredPassage]) -> Generation:
-        result = await self.inner.generate(question, passages)
-        self.last = result.answer
-        return result
-
-
 PARTIAL = "partial"
 
 
@@ -147,20 +132,20 @@ def to_result(case: Case, response: AskResponse, candidate: str | None) -> CaseR
 async def run_cases(
     pipeline: Pipeline, cases: Sequence[Case], label: str = "evals", show_progress: bool = True
 ) -> list[CaseResult]:
-    capture = _CandidateCapture(pipeline.profile.generator)
-    original = pipeline.profile
-    pipeline.profile = msgspec.structs.replace(original, generator=capture)
     progress = Progress(len(cases), label) if show_progress else None
     results = []
     try:
         for case in cases:
-            capture.last = None
-            outcome = await pipeline.ask(case.question, request_id=f"eval-{case.id}", use_cache=False)
-            results.append(to_result(case, outcome.response, capture.last))
+            # The answer the gate saw, refused ones included, for the threshold sweep; None when generation
+            # never ran (the case was blocked before it).
+            candidates: list[str] = []
+            outcome = await pipeline.ask(
+                case.question, request_id=f"eval-{case.id}", use_cache=False, on_candidate=candidates.append
+            )
+            results.append(to_result(case, outcome.response, candidates[-1] if candidates else None))
             if progress:
                 progress.advance()
     finally:
-        pipeline.profile = original
         if progress:
             progress.close()
     return results

@@ -3,14 +3,15 @@
 bot check -> cache -> rate limit -> deny-list -> admission -> spend cap -> screening -> retrieval ->
 quarantine -> generation -> decomposition -> entailment -> lexical check -> gate -> citations. Every stage
 leaves its record in `Stages`; a stage that did not run says so and why. A refused answer's text never
-leaves this module (debug log only).
+leaves this module (debug log only), except to an in-process caller that asks for it by `on_candidate` (the
+eval harness, whose threshold sweep scores it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
 
@@ -143,12 +144,15 @@ class Pipeline:
         headers: Mapping[str, str] | None = None,
         use_cache: bool = True,
         corpus: str | None = None,
+        on_candidate: Callable[[str], None] | None = None,
     ) -> Outcome:
+        """`on_candidate`, for in-process callers only, is told the generated answer (empty when the generator
+        found none) before it is checked, so also the answer of a request that ends refused."""
         started = time.perf_counter()
         stages = Stages()
         await self.notice_new_corpus()
         corpus = await self.resolve_corpus(corpus)
-        run = _Run(self, question, request_id, stages, started, corpus)
+        run = _Run(self, question, request_id, stages, started, corpus, on_candidate)
         headers = headers or {}
 
         # 1. Bot check: Turnstile for browsers, an API key for other apps. Turnstile is told the client's
@@ -305,6 +309,8 @@ class Pipeline:
         usages.append(generated.generation.usage)
         stages.generation = generated.stage
         answer = generated.generation.answer
+        if run.on_candidate is not None:
+            run.on_candidate(answer)
         if not answer:
             for name in ("decomposition", "entailment", "lexical_check", "groundedness"):
                 getattr(stages, name).detail = "skipped: the generator gave no answer"
@@ -369,7 +375,14 @@ class _Run:
     """Builds the final AskResponse from whatever stages ran."""
 
     def __init__(
-        self, pipeline: Pipeline, question: str, request_id: str, stages: Stages, started: float, corpus: str
+        self,
+        pipeline: Pipeline,
+        question: str,
+        request_id: str,
+        stages: Stages,
+        started: float,
+        corpus: str,
+        on_candidate: Callable[[str], None] | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.question = question
@@ -377,6 +390,7 @@ class _Run:
         self.stages = stages
         self.started = started
         self.corpus = corpus
+        self.on_candidate = on_candidate
 
     def finish(
         self,
