@@ -142,9 +142,8 @@ async def _warm_cache(settings: Settings, only: str | None) -> int:
     if settings.cache_ttl_s <= 0:
         print("error: CACHE_TTL_S is 0, so nothing would be cached", file=sys.stderr)
         return 1
-    services = await build_services(settings, with_guards=False)
     # The operator's own run: the cache and spend cap apply, the bot check and rate limit don't.
-    services.pipeline.guards = OperatorGuards(settings, services.store)
+    services = await build_services(settings, guards=OperatorGuards)
     failed = 0
     try:
         # The questions the page offers: each served corpus's examples (see GET /corpora).

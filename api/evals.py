@@ -405,15 +405,14 @@ async def run_evals(
     started = time.monotonic()
     cases = load_cases(cases_path)
     async with ingested_pipeline(settings, corpus, embedder, profile) as pipeline:
-        eval_settings = pipeline.settings
         results = await run_cases(pipeline, cases, "evals", show_progress)
         sweep: dict[int, list[CaseResult]] = {}
         for k in k_sweep:
-            if k == eval_settings.retrieval_k:
+            if k == pipeline.settings.retrieval_k:
                 sweep[k] = results
                 continue
-            pipeline.settings = eval_settings.with_overrides(retrieval_k=k)
-            sweep[k] = await run_cases(pipeline, cases, f"k={k}", show_progress)
+            at_k = pipeline.with_settings(pipeline.settings.with_overrides(retrieval_k=k))
+            sweep[k] = await run_cases(at_k, cases, f"k={k}", show_progress)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     plot = out.with_suffix(".svg")

@@ -62,6 +62,9 @@ class Outcome(msgspec.Struct):
 
 
 class Pipeline:
+    """Settings, profile and guards are fixed at construction (read-only below): a run that needs others
+    builds a pipeline with them (`with_settings`, or the guards given to `services.build_services`)."""
+
     def __init__(
         self,
         settings: Settings,
@@ -70,16 +73,37 @@ class Pipeline:
         profile: Profile,
         guards: Guards | None = None,
     ) -> None:
-        self.settings = settings
+        self._settings = settings
         self.store = store
         self.embedder = embedder
-        self.profile = profile
-        self.guards: Guards = guards or NoGuards()
+        self._profile = profile
+        self._guards: Guards = guards or NoGuards()
         self.admission = Admission(settings.ask_concurrency, settings.ask_queue_max, settings.ask_queue_timeout_s)
         # corpus name -> (embedding model, version), as of the last look at the database
         self.corpora: dict[str, tuple[str, str]] = {}
         self.corpus_check_every_s = CORPUS_CHECK_EVERY_S
         self._corpus_checked = time.monotonic()
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @property
+    def profile(self) -> Profile:
+        return self._profile
+
+    @property
+    def guards(self) -> Guards:
+        return self._guards
+
+    def with_settings(self, settings: Settings) -> Pipeline:
+        """The same store, embedder, profile and guards under other settings (the eval's k sweep), knowing the
+        corpora this one knows: the profile has already learnt their vocabulary, so nothing is reloaded."""
+        other = Pipeline(settings, self.store, self.embedder, self._profile, self._guards)
+        other.corpora = dict(self.corpora)
+        other.corpus_check_every_s = self.corpus_check_every_s
+        other._corpus_checked = self._corpus_checked
+        return other
 
     async def notice_new_corpus(self) -> None:
         """A `provenance ingest` run elsewhere changes the corpus under a running server: look (one small

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import asyncpg
@@ -61,15 +62,22 @@ def build_guards(settings: Settings, store: Store) -> Guards:
     return PostgresGuards(settings, store)
 
 
-async def build_services(settings: Settings, *, with_guards: bool = True, warm: bool = True) -> Services:
+async def build_services(
+    settings: Settings,
+    *,
+    with_guards: bool = True,
+    warm: bool = True,
+    guards: Callable[[Settings, Store], Guards] = build_guards,
+) -> Services:
+    """`guards` builds the pipeline's guards (the service's own by default), unless `with_guards` is off:
+    then none apply, and each stage says so."""
     dsn = resolve_database_url(settings)
     pool = await create_pool(dsn, settings)
     await migrate(pool)
     store = Store(pool, settings.db_timeout_s)
     embedder = load_embedder(settings)
     profile = build_profile(settings, embedder)
-    guards = build_guards(settings, store) if with_guards else None
-    pipeline = Pipeline(settings, store, embedder, profile, guards)
+    pipeline = Pipeline(settings, store, embedder, profile, guards(settings, store) if with_guards else None)
     await pipeline.refresh_corpus()
     services = Services(settings, pool, store, embedder, profile, pipeline)
     if profile.warmup is not None and warm:
