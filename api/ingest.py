@@ -17,7 +17,7 @@ from provenance.corpora import DEFAULT_CORPUS, EXAMPLE_FILES, CorpusMeta, descri
 from provenance.embedder import Embedder
 from provenance.errors import ConfigurationError
 from provenance.progress import Progress
-from provenance.store import CorpusDescription, PassageRow, Store
+from provenance.store import CorpusDescription, CorpusStore, PassageRow
 
 SUFFIXES = (".md", ".markdown", ".txt")
 # A file whose first line is this marker documents the corpus rather than belonging to it (COVERAGE.md).
@@ -126,7 +126,7 @@ def corpus_version(chunks: list[Chunk], model: str) -> str:
 
 
 async def ingest(
-    store: Store,
+    store: CorpusStore,
     directory: Path,
     embedder_factory: Callable[[], Embedder],
     model_name: str,

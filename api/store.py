@@ -1,4 +1,9 @@
-"""The one data-access module: every SQL statement the service runs lives here, with bind parameters."""
+"""The one data-access module: every SQL statement the service runs lives here, with bind parameters.
+
+One store per aggregate, over the same pool: `CorpusStore` holds the corpora (passages, their state, ingest's
+writes and retrieval) and `GuardStore` the guards' tables (API keys, rate-limit windows, the answer cache and
+the spend ledger). `Store` is both, for what needs both: the running service and the CLI.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,59 @@ from provenance.errors import Overloaded
 from provenance.passages import ScoredPassage
 
 
+class _Pooled:
+    """A store's connections: pooled, acquired within a timeout, and dropped rather than waited on when a
+    statement times out. Both stores are one of these over the same pool."""
+
+    def __init__(self, pool: asyncpg.Pool, acquire_timeout_s: float | None = None) -> None:
+        self.pool = pool
+        # Bounds the wait for a connection, reconnecting included: with the database down, a request
+        # fails within this time (and the app answers 503) instead of queueing behind a dead pool.
+        self.acquire_timeout_s = acquire_timeout_s
+
+    @asynccontextmanager
+    async def _conn(self, *, transaction: bool = False, commit_timeout_s: float | None = None) -> AsyncIterator[Any]:
+        """`async with self._conn() as conn`: a pooled connection, acquired within the timeout. With
+        `transaction`, what runs in the block commits at its end, or none of it does."""
+        try:
+            # asyncio.timeout rather than acquire(timeout=): asyncpg's own wraps the wait in a task of its
+            # own on every acquire, which showed in the cached path's profile.
+            async with asyncio.timeout(self.acquire_timeout_s):
+                conn = await self.pool.acquire()
+        except TimeoutError:
+            # Every connection open and lent out means Postgres is answering and we are asking too much
+            # at once: an overload, not an outage. (A database that stops answering queries shows up here
+            # too, for at most the pool's command timeout, DB_TIMEOUT_S; then those queries fail as an outage.)
+            if self.pool.get_idle_size() == 0 and self.pool.get_size() >= self.pool.get_max_size():
+                raise Overloaded("every database connection is busy; try again shortly", retry_after_s=2) from None
+            raise
+        try:
+            # BEGIN and COMMIT by hand rather than conn.transaction(): its ROLLBACK would run before the
+            # handler below could drop a timed-out connection, and wait out a second timeout.
+            if transaction:
+                await conn.execute("BEGIN")
+            yield conn
+            if transaction:
+                await conn.execute("COMMIT", timeout=commit_timeout_s)
+        except TimeoutError:
+            # A statement that timed out leaves the connection waiting on a cancel request sent to the same
+            # server, and anything after it (ROLLBACK, the pool's reset) queues behind that. When the
+            # server has stopped answering, each would wait out another timeout: drop the connection
+            # instead, so the caller fails within one. Postgres rolls back what was open when it goes, and
+            # the pool opens a fresh connection when one is next needed.
+            conn.terminate()
+            raise
+        except BaseException:
+            if transaction and not conn.is_closed():
+                await conn.execute("ROLLBACK")
+            raise
+        finally:
+            await self.pool.release(conn)
+
+
+# --- the corpora: passages, corpus state, ingest, retrieval ---------------------------------------
+
+
 class PassageRow(msgspec.Struct, frozen=True):
     id: str
     source: str
@@ -26,65 +84,6 @@ class PassageRow(msgspec.Struct, frozen=True):
     text: str
     token_count: int
     content_hash: str
-
-
-# A cached answer's one read; bench/floor_app.py runs the same statement to measure the floor under us.
-CACHE_GET_SQL = (
-    "SELECT response::text AS response, created_at FROM answer_cache WHERE cache_key = $1 AND expires_at > now()"
-)
-
-
-# Hybrid retrieval in one statement (Store.hybrid_search): $1 query vector, $2 question, $3 corpus,
-# $4 pool size per ranking, $5 the RRF constant, $6 top-k.
-HYBRID_SEARCH_SQL = """
-WITH nearest AS (
-    -- LIMIT before the window, so the HNSW index serves the ORDER BY and only the pool is numbered; the rows
-    -- arrive in distance order, so rank follows the order the index gave.
-    SELECT id, row_number() OVER (ORDER BY distance) AS rank
-    FROM (
-        SELECT id, embedding <=> $1 AS distance
-        FROM passages
-        WHERE corpus = $3
-        ORDER BY embedding <=> $1
-        LIMIT $4
-    ) pool
-),
-q AS (
-    -- OR of the question's own lexemes: websearch_to_tsquery would AND them.
-    SELECT to_tsquery('english', coalesce((
-        SELECT string_agg(quote_literal(lexeme), ' | ')
-        FROM unnest(tsvector_to_array(to_tsvector('english', $2))) AS lexeme
-    ), '')) AS query
-),
-matched AS (
-    -- Equal text ranks are common (short questions, few lexemes): id orders them, so the ranking is total.
-    SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank
-    FROM (
-        SELECT id, ts_rank_cd(tsv, q.query) AS score
-        FROM passages, q
-        WHERE corpus = $3 AND tsv @@ q.query
-        ORDER BY score DESC, id
-        LIMIT $4
-    ) pool
-),
-fused AS (
-    -- float8 (not numeric, which 1.0 / int would be): each term is the correctly rounded double, as in the
-    -- Python fusion this replaced, so the sums agree bit for bit and exact ties stay ties.
-    SELECT coalesce(n.id, m.id) AS id,
-        coalesce(1::float8 / ($5::int + n.rank), 0::float8) + coalesce(1::float8 / ($5::int + m.rank), 0::float8)
-            AS rrf
-    FROM nearest n
-    FULL JOIN matched m ON m.id = n.id
-),
-top AS (
-    -- COLLATE "C": ties go to the smaller id by code point, whatever the database's collation.
-    SELECT id, rrf FROM fused ORDER BY rrf DESC, id COLLATE "C" LIMIT $6
-)
-SELECT p.id, p.source, p.heading, p.text, 1 - (p.embedding <=> $1) AS score
-FROM top t
-JOIN passages p ON p.corpus = $3 AND p.id = t.id
-ORDER BY t.rrf DESC, t.id COLLATE "C"
-"""
 
 
 class StoredPassage(msgspec.Struct, frozen=True):
@@ -142,77 +141,61 @@ def _corpus_state(row: Any) -> CorpusState:
     )
 
 
-class ApiKeyRow(msgspec.Struct, frozen=True):
-    name: str
-    created_at: dt.datetime
-    revoked_at: dt.datetime | None
+# Hybrid retrieval in one statement (CorpusStore.hybrid_search): $1 query vector, $2 question, $3 corpus,
+# $4 pool size per ranking, $5 the RRF constant, $6 top-k.
+HYBRID_SEARCH_SQL = """
+WITH nearest AS (
+    -- LIMIT before the window, so the HNSW index serves the ORDER BY and only the pool is numbered; the rows
+    -- arrive in distance order, so rank follows the order the index gave.
+    SELECT id, row_number() OVER (ORDER BY distance) AS rank
+    FROM (
+        SELECT id, embedding <=> $1 AS distance
+        FROM passages
+        WHERE corpus = $3
+        ORDER BY embedding <=> $1
+        LIMIT $4
+    ) pool
+),
+q AS (
+    -- OR of the question's own lexemes: websearch_to_tsquery would AND them.
+    SELECT to_tsquery('english', coalesce((
+        SELECT string_agg(quote_literal(lexeme), ' | ')
+        FROM unnest(tsvector_to_array(to_tsvector('english', $2))) AS lexeme
+    ), '')) AS query
+),
+matched AS (
+    -- Equal text ranks are common (short questions, few lexemes): id orders them, so the ranking is total.
+    SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank
+    FROM (
+        SELECT id, ts_rank_cd(tsv, q.query) AS score
+        FROM passages, q
+        WHERE corpus = $3 AND tsv @@ q.query
+        ORDER BY score DESC, id
+        LIMIT $4
+    ) pool
+),
+fused AS (
+    -- float8 (not numeric, which 1.0 / int would be): each term is the correctly rounded double, as in the
+    -- Python fusion this replaced, so the sums agree bit for bit and exact ties stay ties.
+    SELECT coalesce(n.id, m.id) AS id,
+        coalesce(1::float8 / ($5::int + n.rank), 0::float8) + coalesce(1::float8 / ($5::int + m.rank), 0::float8)
+            AS rrf
+    FROM nearest n
+    FULL JOIN matched m ON m.id = n.id
+),
+top AS (
+    -- COLLATE "C": ties go to the smaller id by code point, whatever the database's collation.
+    SELECT id, rrf FROM fused ORDER BY rrf DESC, id COLLATE "C" LIMIT $6
+)
+SELECT p.id, p.source, p.heading, p.text, 1 - (p.embedding <=> $1) AS score
+FROM top t
+JOIN passages p ON p.corpus = $3 AND p.id = t.id
+ORDER BY t.rrf DESC, t.id COLLATE "C"
+"""
 
 
-class RateWindow(msgspec.Struct, frozen=True):
-    admitted: bool
-    count: int
-    seconds_left: float
-    window_start: dt.datetime
-
-
-class CachedAnswer(msgspec.Struct, frozen=True):
-    response: str  # the AskResponse as JSON, decoded by the cache guard
-    created_at: dt.datetime
-
-
-class SpendRow(msgspec.Struct, frozen=True):
-    spent_usd: float
-    reserved_usd: float
-    calls: int
-
-
-class Store:
-    def __init__(self, pool: asyncpg.Pool, acquire_timeout_s: float | None = None) -> None:
-        self.pool = pool
-        # Bounds the wait for a connection, reconnecting included: with the database down, a request
-        # fails within this time (and the app answers 503) instead of queueing behind a dead pool.
-        self.acquire_timeout_s = acquire_timeout_s
-
-    @asynccontextmanager
-    async def _conn(self, *, transaction: bool = False, commit_timeout_s: float | None = None) -> AsyncIterator[Any]:
-        """`async with self._conn() as conn`: a pooled connection, acquired within the timeout. With
-        `transaction`, what runs in the block commits at its end, or none of it does."""
-        try:
-            # asyncio.timeout rather than acquire(timeout=): asyncpg's own wraps the wait in a task of its
-            # own on every acquire, which showed in the cached path's profile.
-            async with asyncio.timeout(self.acquire_timeout_s):
-                conn = await self.pool.acquire()
-        except TimeoutError:
-            # Every connection open and lent out means Postgres is answering and we are asking too much
-            # at once: an overload, not an outage. (A database that stops answering queries shows up here
-            # too, for at most the pool's command timeout, DB_TIMEOUT_S; then those queries fail as an outage.)
-            if self.pool.get_idle_size() == 0 and self.pool.get_size() >= self.pool.get_max_size():
-                raise Overloaded("every database connection is busy; try again shortly", retry_after_s=2) from None
-            raise
-        try:
-            # BEGIN and COMMIT by hand rather than conn.transaction(): its ROLLBACK would run before the
-            # handler below could drop a timed-out connection, and wait out a second timeout.
-            if transaction:
-                await conn.execute("BEGIN")
-            yield conn
-            if transaction:
-                await conn.execute("COMMIT", timeout=commit_timeout_s)
-        except TimeoutError:
-            # A statement that timed out leaves the connection waiting on a cancel request sent to the same
-            # server, and anything after it (ROLLBACK, the pool's reset) queues behind that. When the
-            # server has stopped answering, each would wait out another timeout: drop the connection
-            # instead, so the caller fails within one. Postgres rolls back what was open when it goes, and
-            # the pool opens a fresh connection when one is next needed.
-            conn.terminate()
-            raise
-        except BaseException:
-            if transaction and not conn.is_closed():
-                await conn.execute("ROLLBACK")
-            raise
-        finally:
-            await self.pool.release(conn)
-
-    # --- health & corpus ---------------------------------------------------------------------
+class CorpusStore(_Pooled):
+    """Passages and corpus state: what ingest writes and retrieval and the API read."""
 
     async def ping(self) -> int:
         async with self._conn() as conn:
@@ -414,9 +397,43 @@ class Store:
             rows = await conn.fetch(HYBRID_SEARCH_SQL, query, question, corpus, pool_size, rrf_k, k)
         return [ScoredPassage(**dict(r)) for r in rows]
 
-    # --- guards ----------------------------------------------------------------------------------
-    # Each guard's check-and-update is one statement, so concurrent requests (and workers) can't race
-    # between reading a counter and writing it back.
+
+# --- the guards' tables: API keys, rate limits, answer cache, spend ledger ---------------------------
+
+
+class ApiKeyRow(msgspec.Struct, frozen=True):
+    name: str
+    created_at: dt.datetime
+    revoked_at: dt.datetime | None
+
+
+class RateWindow(msgspec.Struct, frozen=True):
+    admitted: bool
+    count: int
+    seconds_left: float
+    window_start: dt.datetime
+
+
+class CachedAnswer(msgspec.Struct, frozen=True):
+    response: str  # the AskResponse as JSON, decoded by the cache guard
+    created_at: dt.datetime
+
+
+class SpendRow(msgspec.Struct, frozen=True):
+    spent_usd: float
+    reserved_usd: float
+    calls: int
+
+
+# A cached answer's one read; bench/floor_app.py runs the same statement to measure the floor under us.
+CACHE_GET_SQL = (
+    "SELECT response::text AS response, created_at FROM answer_cache WHERE cache_key = $1 AND expires_at > now()"
+)
+
+
+class GuardStore(_Pooled):
+    """The guards' tables. Each guard's check-and-update is one statement, so concurrent requests (and
+    workers) can't race between reading a counter and writing it back."""
 
     async def api_key_by_hash(self, key_hash: str) -> ApiKeyRow | None:
         async with self._conn() as conn:
@@ -609,3 +626,8 @@ class Store:
                 day,
             )
         return None if row is None else SpendRow(**dict(row))
+
+
+class Store(CorpusStore, GuardStore):
+    """Both stores over one pool, for what uses both: the service (its pipeline reads the corpora, its guards
+    their tables) and the CLI. Everything else takes the one it needs."""

@@ -7,7 +7,7 @@ It joins the same Postgres as `provenance serve` (DATABASE_URL, else the embedde
 and the same schema, reads which cache key each cached question has once at start-up (the real server
 computes it from the question, the corpus version and the settings; that costs no SQL), and then per
 request decodes the JSON body, looks the key up and runs the real server's cache read
-(`Store.cache_get`'s statement). No middleware, no pipeline, no decode or re-encode of the answer. What
+(`GuardStore.cache_get`'s statement). No middleware, no pipeline, no decode or re-encode of the answer. What
 the real server spends beyond this is ours to justify.
 """
 

@@ -411,8 +411,8 @@ def render(report: Report, preserved: str) -> str:
         "## Retrieval at 10k and 100k passages",
         "",
         "Synthetic clustered 384-d vectors (bench/vector_scale.py), top-4 cosine search through "
-        "`Store.vector_search`, exact scan and then with the HNSW index (m=16, ef_construction=64, "
-        "pgvector's default ef_search=40, built by `Store.ensure_hnsw_index` with maintenance_work_mem = 512MB), "
+        "`CorpusStore.vector_search`, exact scan and then with the HNSW index (m=16, ef_construction=64, "
+        "pgvector's default ef_search=40, built by `CorpusStore.ensure_hnsw_index` with maintenance_work_mem = 512MB), "
         "recall of "
         "HNSW against the exact result.",
         "",

@@ -17,7 +17,7 @@ import numpy as np
 
 from bench.common import machine, percentile, scratch_store
 from provenance.db import MAINTENANCE_TIMEOUT_S
-from provenance.store import Store
+from provenance.store import CorpusStore
 
 DIM = 384
 
@@ -28,7 +28,7 @@ def clustered(n: int, rng: np.random.Generator, centres: np.ndarray) -> np.ndarr
     return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
 
 
-async def load(store: Store, vectors: np.ndarray) -> None:
+async def load(store: CorpusStore, vectors: np.ndarray) -> None:
     async with store.pool.acquire() as conn:
         await conn.copy_records_to_table(
             "passages",
@@ -45,7 +45,7 @@ async def load(store: Store, vectors: np.ndarray) -> None:
         await conn.execute("ANALYZE passages", timeout=MAINTENANCE_TIMEOUT_S)
 
 
-async def timed_queries(store: Store, queries: np.ndarray, k: int) -> tuple[list[float], list[list[str]]]:
+async def timed_queries(store: CorpusStore, queries: np.ndarray, k: int) -> tuple[list[float], list[list[str]]]:
     latencies, results = [], []
     for q in queries:
         started = time.perf_counter()

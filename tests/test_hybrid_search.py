@@ -1,5 +1,5 @@
-"""Hybrid retrieval is one SQL statement (Store.hybrid_search, RRF in a CTE). It replaced two searches and a
-fusion in Python; that path is kept here, verbatim, as the reference the statement must agree with: same
+"""Hybrid retrieval is one SQL statement (CorpusStore.hybrid_search, RRF in a CTE). It replaced two searches
+and a fusion in Python; that path is kept here, verbatim, as the reference the statement must agree with: same
 ids in the same order (ties included) and the same scores, on our corpus and on a small one built for ties."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from provenance.passages import ScoredPassage
 from provenance.services import Services
 from provenance.stages.retrieve import RRF_K
-from provenance.store import PassageRow, Store
+from provenance.store import CorpusStore, PassageRow, Store
 
 # The full-text ranking exactly as the replaced Store.text_search ran it.
 TEXT_SEARCH_SQL = """
@@ -39,7 +39,7 @@ def reciprocal_rank_fusion(rankings: list[list[str]], k: int = RRF_K) -> list[st
 
 
 async def python_hybrid(
-    store: Store, query: np.ndarray, question: str, k: int, pool_size: int, corpus: str = "default"
+    store: CorpusStore, query: np.ndarray, question: str, k: int, pool_size: int, corpus: str = "default"
 ) -> list[ScoredPassage]:
     """The replaced retrieval path: three round trips and the fusion above."""
     vector_hits = await store.vector_search(query, pool_size, corpus)

@@ -12,7 +12,7 @@ import secrets
 
 import msgspec
 
-from provenance.store import ApiKeyRow, Store
+from provenance.store import ApiKeyRow, GuardStore
 
 KEY_PREFIX = "pv_"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -46,7 +46,7 @@ def bearer_token(authorization: str | None) -> str | None:
     return value.strip()
 
 
-async def check_key(store: Store, key: str) -> KeyCheck:
+async def check_key(store: GuardStore, key: str) -> KeyCheck:
     if not key:
         return KeyCheck(False, "the Authorization header has an empty Bearer key")
     row = await store.api_key_by_hash(hash_key(key))
@@ -61,11 +61,11 @@ def valid_name(name: str) -> bool:
     return NAME_PATTERN.fullmatch(name) is not None
 
 
-async def create_key(store: Store, name: str) -> str | None:
+async def create_key(store: GuardStore, name: str) -> str | None:
     """A new key for `name`, or None when the name is taken. The key itself is never stored."""
     key = new_key()
     return key if await store.create_api_key(name, hash_key(key)) else None
 
 
-async def list_keys(store: Store) -> list[ApiKeyRow]:
+async def list_keys(store: GuardStore) -> list[ApiKeyRow]:
     return await store.list_api_keys()

@@ -7,7 +7,7 @@ import msgspec
 from provenance.guards.sweep import Sweeper
 from provenance.logs import get_logger
 from provenance.models import AskResponse, CacheStage
-from provenance.store import Store
+from provenance.store import GuardStore
 from provenance.timing import Timer
 
 log = get_logger("provenance.guards.cache")
@@ -19,7 +19,7 @@ _encoder = msgspec.json.Encoder()
 
 
 class AnswerCache:
-    def __init__(self, store: Store, ttl_s: int) -> None:
+    def __init__(self, store: GuardStore, ttl_s: int) -> None:
         self.store = store
         self.ttl_s = ttl_s
         self._sweeper = Sweeper("answer cache", CLEANUP_EVERY_S, store.cache_cleanup)

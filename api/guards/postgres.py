@@ -15,12 +15,12 @@ from provenance.guards.turnstile import verify_turnstile
 from provenance.models import AskResponse, BotCheckStage, SpendStage
 from provenance.ports import Profile, Usage
 from provenance.settings import Settings
-from provenance.store import Store
+from provenance.store import GuardStore
 from provenance.timing import Timer
 
 
 class PostgresGuards:
-    def __init__(self, settings: Settings, store: Store) -> None:
+    def __init__(self, settings: Settings, store: GuardStore) -> None:
         self.settings = settings
         self.store = store
         self.proxies = parse_networks(settings.trusted_proxies)

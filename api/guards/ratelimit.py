@@ -11,7 +11,7 @@ from provenance.guards.base import Ticket
 from provenance.guards.sweep import Sweeper
 from provenance.logs import get_logger
 from provenance.models import RateLimitStage
-from provenance.store import Store
+from provenance.store import GuardStore
 from provenance.timing import Timer
 
 log = get_logger("provenance.guards.ratelimit")
@@ -99,7 +99,7 @@ def human_duration(seconds: float) -> str:
 
 
 class RateLimiter:
-    def __init__(self, store: Store, per_hour: int, per_hour_api_key: int) -> None:
+    def __init__(self, store: GuardStore, per_hour: int, per_hour_api_key: int) -> None:
         self.store = store
         self.per_hour = per_hour
         self.per_hour_api_key = per_hour_api_key

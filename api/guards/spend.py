@@ -18,7 +18,7 @@ from provenance.models import SpendStage
 from provenance.ports import Profile, Usage
 from provenance.pricing import cost_usd
 from provenance.settings import Settings
-from provenance.store import Store
+from provenance.store import GuardStore
 from provenance.timing import Timer
 
 log = get_logger("provenance.guards.spend")
@@ -38,7 +38,7 @@ def request_estimate_usd(profile: Profile, settings: Settings) -> float:
 
 
 class SpendCap:
-    def __init__(self, store: Store, settings: Settings) -> None:
+    def __init__(self, store: GuardStore, settings: Settings) -> None:
         self.store = store
         self.settings = settings
         self.budget_usd = settings.daily_budget_usd

@@ -11,7 +11,7 @@ from provenance.embedder import Embedder, embed_query_async
 from provenance.errors import ServiceError
 from provenance.models import RetrievalStage, RetrievedPassage
 from provenance.passages import ScoredPassage
-from provenance.store import Store
+from provenance.store import CorpusStore
 from provenance.timing import Timer
 
 RRF_K = 60  # the constant from Cormack et al. (2009); damps the head of each ranking
@@ -35,7 +35,7 @@ class ModelMismatch(ServiceError):
 async def retrieve(
     question: str,
     embedder: Embedder,
-    store: Store,
+    store: CorpusStore,
     k: int,
     mode: str,
     corpus_model: str | None,
@@ -49,7 +49,7 @@ async def retrieve(
     query = await embed_query_async(embedder, question)
     embed_ms = embed_timer.ms
     if mode == "hybrid":
-        # Fused in the database, one round trip (Store.hybrid_search); each ranking draws from a pool
+        # Fused in the database, one round trip (CorpusStore.hybrid_search); each ranking draws from a pool
         # several times k, so a passage ranked well by either one reaches the top k.
         passages = await store.hybrid_search(query, question, k, pool_size=max(4 * k, 20), rrf_k=RRF_K, corpus=corpus)
     else:
