@@ -66,12 +66,12 @@ async def _migrate(settings: Settings) -> list[str]:
 async def _ingest(settings: Settings, directory: Path, force: bool, corpus: str, replace: bool = False) -> str:
     from provenance.ingest import ingest
     from provenance.services import load_embedder
-    from provenance.store import Store
+    from provenance.store import CorpusStore
 
     pool = await _with_pool(settings)
     try:
         report = await ingest(
-            Store(pool),
+            CorpusStore(pool),
             directory,
             lambda: load_embedder(settings),
             settings.embed_model,
@@ -87,11 +87,11 @@ async def _ingest(settings: Settings, directory: Path, force: bool, corpus: str,
 
 
 async def _corpus_folder(settings: Settings, name: str) -> Path | None:
-    from provenance.store import Store
+    from provenance.store import CorpusStore
 
     pool = await _with_pool(settings)
     try:
-        state = await Store(pool).corpus_state(name)
+        state = await CorpusStore(pool).corpus_state(name)
     finally:
         await pool.close()
     return Path(state.source_dir) if state and state.source_dir else None
@@ -99,14 +99,14 @@ async def _corpus_folder(settings: Settings, name: str) -> Path | None:
 
 async def _keys(settings: Settings, action: str, name: str | None) -> int:
     from provenance.guards.apikeys import create_key, list_keys, valid_name
-    from provenance.store import Store
+    from provenance.store import GuardStore
 
     if name is not None and not valid_name(name):
         print("error: a key name is 1-64 letters, digits, '.', '_' or '-'", file=sys.stderr)
         return 2
     pool = await _with_pool(settings)
     try:
-        store = Store(pool)
+        store = GuardStore(pool)
         if action == "create" and name is not None:
             key = await create_key(store, name)
             if key is None:

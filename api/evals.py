@@ -27,7 +27,7 @@ from provenance.ports import Profile
 from provenance.progress import Progress
 from provenance.settings import Settings
 from provenance.stages.gate import gate
-from provenance.store import Store
+from provenance.store import CorpusStore
 
 Expect = Literal["answer", "refuse", "block"]
 EXPECTED_STATUS = {"answer": "answered", "refuse": "refused", "block": "blocked"}
@@ -376,7 +376,7 @@ async def ingested_pipeline(
     pool = await create_pool(dsn, eval_settings)
     try:
         await migrate(pool)
-        store = Store(pool)
+        store = CorpusStore(pool)
         await ingest(store, corpus, lambda: embedder, eval_settings.embed_model, eval_settings.chunk_max_tokens)
         pipeline = Pipeline(eval_settings, store, embedder, profile)
         await pipeline.refresh_corpus()

@@ -45,7 +45,7 @@ from provenance.stages.lexical import lexical_check
 from provenance.stages.retrieve import RetrievalOutcome, passage_records, retrieve
 from provenance.stages.screen import screen_classifier, screen_deny_list
 from provenance.stages.untrusted import quarantine
-from provenance.store import Store
+from provenance.store import CorpusStore
 from provenance.timing import Timer
 
 log = get_logger("provenance.pipeline")
@@ -68,7 +68,7 @@ class Pipeline:
     def __init__(
         self,
         settings: Settings,
-        store: Store,
+        store: CorpusStore,
         embedder: Embedder,
         profile: Profile,
         guards: Guards | None = None,

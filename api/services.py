@@ -15,7 +15,7 @@ from provenance.pipeline import Pipeline
 from provenance.ports import Profile
 from provenance.profiles.local import build_local_profile
 from provenance.settings import Settings
-from provenance.store import Store
+from provenance.store import GuardStore, Store
 
 WARMUP_PASSAGES = 2_000
 
@@ -56,7 +56,7 @@ def build_profile(settings: Settings, embedder: Embedder) -> Profile:
     return build_local_profile(embedder, settings.local_models)
 
 
-def build_guards(settings: Settings, store: Store) -> Guards:
+def build_guards(settings: Settings, store: GuardStore) -> Guards:
     from provenance.guards.postgres import PostgresGuards
 
     return PostgresGuards(settings, store)
@@ -67,7 +67,7 @@ async def build_services(
     *,
     with_guards: bool = True,
     warm: bool = True,
-    guards: Callable[[Settings, Store], Guards] = build_guards,
+    guards: Callable[[Settings, GuardStore], Guards] = build_guards,
 ) -> Services:
     """`guards` builds the pipeline's guards (the service's own by default), unless `with_guards` is off:
     then none apply, and each stage says so."""
