@@ -33,7 +33,7 @@ from provenance.db import create_pool, migrate
 from provenance.ingest import ingest
 from provenance.services import load_embedder
 from provenance.settings import Settings, load_settings
-from provenance.store import Store
+from provenance.store import CorpusStore
 
 QUESTION = "How much does a standard locker cost per month?"
 
@@ -73,7 +73,9 @@ async def prepare(settings: Settings, dsn: str) -> None:
     pool = await create_pool(dsn, settings)
     try:
         await migrate(pool)
-        report = await ingest(Store(pool), settings.corpus_dir, lambda: load_embedder(settings), settings.embed_model)
+        report = await ingest(
+            CorpusStore(pool), settings.corpus_dir, lambda: load_embedder(settings), settings.embed_model
+        )
         print(report.summary())
     finally:
         await pool.close()

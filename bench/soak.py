@@ -613,11 +613,11 @@ async def create_keys(dsn: str, run: Run, count: int) -> None:
     from provenance.db import create_pool
     from provenance.guards.apikeys import create_key
     from provenance.settings import Settings
-    from provenance.store import Store
+    from provenance.store import GuardStore
 
     pool = await create_pool(dsn, Settings(database_url=dsn))
     try:
-        store = Store(pool)
+        store = GuardStore(pool)
 
         async def make(name: str) -> str:
             key = await create_key(store, name)
