@@ -3,7 +3,7 @@
 uvicorn bounds neither how long a connection may sit open without sending a request nor how long a
 request's headers may take to arrive, so a client that opens sockets and sends nothing, or trickles its
 headers a byte at a time (slowloris), holds them open for as long as it likes. The body is bounded by the
-app (`read_timeout_middleware`); the headers come before the app is called, so they are bounded here: a
+app (`request_middleware`); the headers come before the app is called, so they are bounded here: a
 connection is closed when REQUEST_HEADER_TIMEOUT_S passes between its opening, or the first byte of a
 request on a kept-alive connection, and the end of that request's headers.
 """

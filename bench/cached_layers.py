@@ -1,0 +1,166 @@
+"""Where a cached answer's CPU goes: the cached `/ask` peeled layer by layer, in process.
+
+    .venv/bin/python -m bench.cached_layers [-n 3000]
+
+One process holds the real app (its lifespan run, so its pool and pipeline are those of a server) and the
+floor app (bench/floor_app.py) on an embedded Postgres with corpus/ ingested and one question cached. Each
+layer is called `n` times in turn over ASGI directly (no sockets, no HTTP parsing), and this process's CPU
+time per call (time.process_time: Postgres's share is not in it) is reported, from the bare statement
+up to the whole app. The difference between two rows is what that layer costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from litestar import Litestar
+
+from bench.server import load_questions
+
+Call = Callable[[], Awaitable[Any]]
+
+
+def _scope(body: bytes) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/ask",
+        "raw_path": b"/ask",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"127.0.0.1"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+        "state": {},
+    }
+
+
+def asgi_call(app: Any, body: bytes) -> Call:
+    async def call() -> int:
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await app(_scope(body), receive, send)
+        status: int = sent[0]["status"]
+        if status != 200:
+            raise RuntimeError(f"status {status}")
+        return status
+
+    return call
+
+
+async def start(app: Litestar) -> None:
+    """Run the app's lifespan start-up, as uvicorn does, and leave it running."""
+    inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    outbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    await inbox.put({"type": "lifespan.startup"})
+    asyncio.get_running_loop().create_task(
+        app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, inbox.get, outbox.put)  # type: ignore[arg-type]
+    )
+    message = await outbox.get()
+    if message["type"] != "lifespan.startup.complete":
+        raise RuntimeError(f"start-up failed: {message}")
+
+
+async def measure(n: int) -> list[tuple[str, float]]:
+    from bench.floor_app import create_app as floor_app
+    from provenance import app as app_module
+    from provenance.app import create_app
+    from provenance.services import Services
+    from provenance.settings import load_settings
+    from provenance.store import CACHE_GET_SQL
+
+    question = load_questions()[0]
+    body = msgspec.json.encode({"question": question})
+    real = create_app(load_settings())
+    await start(real)
+    svc: Services = real.state.services
+    await asgi_call(real, body)()  # answers, and fills the cache
+    key = svc.pipeline.answer_cache_key(question, svc.pipeline.default_corpus)
+    floor = floor_app()
+    await start(floor)
+    # The /ask handler alone in Litestar: the real app less our middleware and hooks.
+    bare = Litestar(route_handlers=[app_module.ask], debug=False)
+    bare.state.services = svc
+
+    async def pipeline_ask() -> Any:
+        return await svc.pipeline.ask(question, request_id="bench", peer_ip="127.0.0.1", headers={})
+
+    layers: list[tuple[str, Call]] = [
+        ("the statement (pool.fetchrow)", lambda: svc.pool.fetchrow(CACHE_GET_SQL, key)),
+        ("+ Store.cache_get (acquire under a timeout)", lambda: svc.store.cache_get(key)),
+        ("+ the cache guard (decode, stage record)", lambda: svc.pipeline.guards.cache_get(key)),
+        ("+ the pipeline (corpus, bot check, key, reply)", pipeline_ask),
+        ("+ Litestar and the /ask handler", asgi_call(bare, body)),
+        ("+ our middleware and hooks: the real app", asgi_call(real, body)),
+        ("floor app (bench/floor_app.py), for comparison", asgi_call(floor, body)),
+    ]
+    best: dict[str, float] = {}
+    for _ in range(3):  # rounds in turn; the least CPU of each is kept (noise only adds)
+        for name, call in layers:
+            for _ in range(n // 10):
+                await call()
+            started = time.process_time()
+            for _ in range(n):
+                await call()
+            us = (time.process_time() - started) / n * 1e6
+            best[name] = min(best.get(name, us), us)
+    return [(name, best[name]) for name, _ in layers]
+
+
+def table(rows: list[tuple[str, float]]) -> str:
+    lines = ["| layer | CPU µs per call | added by the layer |", "|---|---:|---:|"]
+    previous: float | None = None
+    for name, us in rows:
+        added = "" if previous is None or name.startswith("floor") else f"{us - previous:+.0f}"
+        lines.append(f"| {name} | {us:.0f} | {added} |")
+        if not name.startswith("floor"):
+            previous = us
+    return "\n".join(lines)
+
+
+def run(n: int) -> list[tuple[str, float]]:
+    """In a fresh event loop; the caller provides DATA_DIR or DATABASE_URL."""
+    return asyncio.run(measure(n))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-n", type=int, default=3000, help="calls per layer per round (default 3000)")
+    args = parser.parse_args()
+    from provenance.embedded_pg import start_embedded, stop_embedded
+
+    data_dir = Path(tempfile.mkdtemp(prefix="provenance-layers-"))
+    os.environ.update(DATA_DIR=str(data_dir), LOG_LEVEL="warning", RATE_LIMIT_PER_HOUR="0")
+    try:
+        os.environ["DATABASE_URL"] = start_embedded(data_dir / "pg")
+        print(table(run(args.n)))
+    finally:
+        stop_embedded(data_dir / "pg")
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
