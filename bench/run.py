@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import floor, scaling, vector_scale
+from bench import cached_layers, floor, scaling, vector_scale
 from bench.common import machine, percentile, scratch_store
 from bench.server import REPO_ROOT, LoadResult, Sampler, Server, load_questions, measured_load
 from provenance.embedder import Embedder
@@ -59,6 +59,7 @@ class Report:
     uncached: list[LoadResult] = field(default_factory=list)
     uncached_before: list[LoadResult] = field(default_factory=list)  # EMBED_BATCH_WAIT_MS=0
     floors: list[floor.FloorReport] = field(default_factory=list)
+    layers: list[tuple[str, float]] = field(default_factory=list)  # bench/cached_layers.py
     memory: list[tuple[str, float, float]] = field(default_factory=list)  # (server, peak server, peak pg)
     ingest_runs: list[tuple[int, float]] = field(default_factory=list)  # (passages embedded, seconds)
     vectors: list[dict[str, float]] = field(default_factory=list)
@@ -387,6 +388,14 @@ def render(report: Report, preserved: str) -> str:
         "",
         _floor_verdict(report),
         "",
+        "### Where a cached answer's CPU goes",
+        "",
+        "`bench/cached_layers.py`, in this process: the cached `/ask` called over ASGI directly (no "
+        "sockets, no HTTP parsing), layer by layer from the bare statement up to the whole app, this "
+        "process's CPU per call (Postgres's share is not in it), least of three rounds of 3,000 calls.",
+        "",
+        cached_layers.table(report.layers) if report.layers else "(not measured)",
+        "",
         "## Memory",
         "",
         "Peak resident memory (RSS, sampled every 0.25 s with psutil) of the `provenance serve` process "
@@ -469,6 +478,8 @@ def main() -> int:
         # Held for the whole run: every server joins this Postgres, and the in-process phases use it.
         os.environ["DATABASE_URL"] = start_embedded(data_dir / "pg")
         http_phase(report, data_dir, questions)
+        log("a cached answer's CPU, layer by layer (bench/cached_layers.py)")
+        report.layers = cached_layers.run(3000)
         asyncio.run(in_process(report, questions, [int(s) for s in args.sizes.split(",") if s]))
         if not args.skip_scaling:
             log("workers sweep (bench/scaling.py)")
