@@ -48,13 +48,17 @@ def holds_answer(sentence: str, answers: list[str]) -> bool:
     return any(_norm(a) and _norm(a) in n for a in answers)
 
 
-def collect(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def collect(
+    rows: list[dict[str, Any]], reader_path: Path | None = None, verifier_path: Path | None = None
+) -> list[dict[str, Any]]:
     from provenance import text as T
-    from provenance.cross_encoders import get_reader, get_verifier
+    from provenance.cross_encoders import PairVerifier, Reader, get_reader, get_verifier
     from provenance.embedder import LOCAL_MODEL, get_embedder
 
     embedder = get_embedder(LOCAL_MODEL, common.ROOT / ".data")
-    reader, verifier = get_reader(), get_verifier()
+    # A candidate model (a new epoch, say) is measured from its own file before it replaces the shipped one.
+    reader = Reader(reader_path) if reader_path else get_reader()
+    verifier = PairVerifier(verifier_path) if verifier_path else get_verifier()
     by_title: dict[str, list[str]] = {}
     for r in rows:
         paragraphs = by_title.setdefault(r["title"], [])
@@ -166,10 +170,15 @@ def main() -> None:
     ap.add_argument("--report", type=Path, default=common.ROOT / ".train" / "calibration.json")
     ap.add_argument("--every", type=int, default=1, help="use every Nth validation question (a quick look)")
     ap.add_argument("--records", type=Path, default=None, help="reuse the records of an earlier report")
+    ap.add_argument("--reader", type=Path, default=None, help="a reader ONNX file other than api/data's")
+    ap.add_argument("--verifier", type=Path, default=None, help="a verifier ONNX file other than api/data's")
     args = ap.parse_args()
     _, val_rows, val_titles = common.squad_rows(args.training_dir)
     val_rows = val_rows[:: args.every]
-    records = json.loads(args.records.read_text())["records"] if args.records else collect(val_rows)
+    if args.records:
+        records = json.loads(args.records.read_text())["records"]
+    else:
+        records = collect(val_rows, args.reader, args.verifier)
     result = choose(records)
     c = result["chosen"]
     pos = [r["logit"] for r in records if r["margin"] is not None and r["answerable"]]
