@@ -340,14 +340,7 @@ async def passage(state: State, passage_id: FromPath[str], corpus: str | None = 
     found = None if "\x00" in passage_id + in_corpus else await s.store.passage(passage_id.lstrip("/"), in_corpus)
     if found is None:
         raise NotFound(f"no passage with id {passage_id.lstrip('/')!r}")
-    return PassageOut(
-        id=found.id,
-        source=found.source,
-        heading=found.heading,
-        text=found.text,
-        token_count=found.token_count,
-        embedding_model=found.embedding_model,
-    )
+    return found
 
 
 @get("/config", summary="What the page needs to know: profile, Turnstile site key, question length")

@@ -14,6 +14,9 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 
 @dataclass(frozen=True)
 class Chunk:
+    """A passage as the chunker cuts it, and as ingest hands it to `CorpusStore.replace_corpus`: the
+    passages table's own columns, with the embedding passed beside it."""
+
     id: str
     source: str
     heading: str

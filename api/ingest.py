@@ -17,7 +17,7 @@ from provenance.corpora import DEFAULT_CORPUS, EXAMPLE_FILES, CorpusMeta, descri
 from provenance.embedder import Embedder
 from provenance.errors import ConfigurationError
 from provenance.progress import Progress
-from provenance.store import CorpusDescription, CorpusStore, PassageRow
+from provenance.store import CorpusDescription, CorpusStore
 
 SUFFIXES = (".md", ".markdown", ".txt")
 # A file whose first line is this marker documents the corpus rather than belonging to it (COVERAGE.md).
@@ -196,9 +196,8 @@ async def ingest(
         entry = per_file.setdefault(c.source, {"passages": 0, "tokens": 0})
         entry["passages"] += 1
         entry["tokens"] += c.token_count
-    rows = [PassageRow(c.id, c.source, c.heading, c.position, c.text, c.token_count, c.content_hash) for c in chunks]
     upserted, removed = await store.replace_corpus(
-        rows,
+        chunks,
         embeddings,
         model_name,
         version,

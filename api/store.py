@@ -17,9 +17,11 @@ import asyncpg
 import msgspec
 import numpy as np
 
+from provenance.chunking import Chunk
 from provenance.corpora import DEFAULT_CORPUS
 from provenance.db import MAINTENANCE_TIMEOUT_S
 from provenance.errors import Overloaded
+from provenance.models import PassageOut
 from provenance.passages import ScoredPassage
 
 
@@ -74,25 +76,6 @@ class _Pooled:
 
 
 # --- the corpora: passages, corpus state, ingest, retrieval ---------------------------------------
-
-
-class PassageRow(msgspec.Struct, frozen=True):
-    id: str
-    source: str
-    heading: str
-    position: int
-    text: str
-    token_count: int
-    content_hash: str
-
-
-class StoredPassage(msgspec.Struct, frozen=True):
-    id: str
-    source: str
-    heading: str
-    text: str
-    token_count: int
-    embedding_model: str
 
 
 class CorpusState(msgspec.Struct, frozen=True):
@@ -218,7 +201,8 @@ class CorpusStore(_Pooled):
             rows = await conn.fetch("SELECT name, version FROM corpus_state")
         return {r["name"]: r["version"] for r in rows}
 
-    async def passage(self, passage_id: str, corpus: str = DEFAULT_CORPUS) -> StoredPassage | None:
+    async def passage(self, passage_id: str, corpus: str = DEFAULT_CORPUS) -> PassageOut | None:
+        """The passage as GET /passages/{id} answers it: the wire type, built straight from the row."""
         async with self._conn() as conn:
             row = await conn.fetchrow(
                 "SELECT id, source, heading, text, token_count, embedding_model FROM passages"
@@ -226,22 +210,12 @@ class CorpusStore(_Pooled):
                 corpus,
                 passage_id,
             )
-        return None if row is None else StoredPassage(**dict(row))
+        return None if row is None else PassageOut(**dict(row))
 
     async def passage_texts(self, limit: int) -> list[str]:
         async with self._conn() as conn:
             rows = await conn.fetch("SELECT text FROM passages ORDER BY source, position LIMIT $1", limit)
         return [r["text"] for r in rows]
-
-    async def passages_by_ids(self, ids: Sequence[str], corpus: str = DEFAULT_CORPUS) -> list[StoredPassage]:
-        async with self._conn() as conn:
-            rows = await conn.fetch(
-                "SELECT id, source, heading, text, token_count, embedding_model FROM passages"
-                " WHERE corpus = $1 AND id = ANY($2::text[])",
-                corpus,
-                list(ids),
-            )
-        return [StoredPassage(**dict(r)) for r in rows]
 
     async def stored_hashes(self, corpus: str = DEFAULT_CORPUS) -> dict[str, tuple[str, str]]:
         """passage id -> (content hash, embedding model), to skip re-embedding unchanged passages."""
@@ -255,7 +229,7 @@ class CorpusStore(_Pooled):
 
     async def replace_corpus(
         self,
-        rows: Sequence[PassageRow],
+        chunks: Sequence[Chunk],
         embeddings: dict[str, np.ndarray],
         model: str,
         version: str,
@@ -263,16 +237,16 @@ class CorpusStore(_Pooled):
         files: list[dict[str, Any]],
         about: CorpusDescription | None = None,
     ) -> tuple[int, dict[str, int]]:
-        """Make the corpus's passages equal `rows` in one transaction; other corpora are left alone.
+        """Make the corpus's passages equal `chunks` in one transaction; other corpora are left alone.
         Returns (upserted, {source: passages removed}).
 
-        Rows without a new embedding keep their stored one (their content hash is unchanged).
+        Chunks without a new embedding keep their stored one (their content hash is unchanged).
         An interrupted call leaves the previous corpus version intact: nothing commits until the end.
         A large corpus takes well over DB_TIMEOUT_S to write, so every statement here has the long timeout.
         """
         about = about or CorpusDescription(DEFAULT_CORPUS, None, "", "", [])
         corpus = about.name
-        keep = [r.id for r in rows]
+        keep = [c.id for c in chunks]
         timeout = MAINTENANCE_TIMEOUT_S
         async with self._conn(transaction=True, commit_timeout_s=timeout) as conn:
             removed = await conn.fetch(
@@ -282,7 +256,7 @@ class CorpusStore(_Pooled):
                 keep,
                 timeout=timeout,
             )
-            new_rows = [r for r in rows if r.id in embeddings]
+            new_chunks = [c for c in chunks if c.id in embeddings]
             await conn.executemany(
                 """
                 INSERT INTO passages
@@ -297,18 +271,18 @@ class CorpusStore(_Pooled):
                 """,
                 [
                     (
-                        r.id,
-                        r.source,
-                        r.heading,
-                        r.position,
-                        r.text,
-                        r.token_count,
-                        embeddings[r.id],
+                        c.id,
+                        c.source,
+                        c.heading,
+                        c.position,
+                        c.text,
+                        c.token_count,
+                        embeddings[c.id],
                         model,
-                        r.content_hash,
+                        c.content_hash,
                         corpus,
                     )
-                    for r in new_rows
+                    for c in new_chunks
                 ],
                 timeout=timeout,
             )
@@ -316,7 +290,7 @@ class CorpusStore(_Pooled):
             await conn.executemany(
                 "UPDATE passages SET position = $3, heading = $4"
                 " WHERE corpus = $1 AND id = $2 AND (position <> $3 OR heading <> $4)",
-                [(corpus, r.id, r.position, r.heading) for r in rows if r.id not in embeddings],
+                [(corpus, c.id, c.position, c.heading) for c in chunks if c.id not in embeddings],
                 timeout=timeout,
             )
             await conn.execute(
@@ -335,7 +309,7 @@ class CorpusStore(_Pooled):
                 version,
                 model,
                 fingerprint,
-                len(rows),
+                len(chunks),
                 msgspec.json.encode(files).decode(),
                 about.source_dir,
                 about.title,
@@ -343,7 +317,7 @@ class CorpusStore(_Pooled):
                 msgspec.json.encode(about.examples).decode(),
                 timeout=timeout,  # waits for the row while another ingest of this corpus commits
             )
-        return len(new_rows), {r["source"]: int(r["n"]) for r in removed}
+        return len(new_chunks), {r["source"]: int(r["n"]) for r in removed}
 
     async def ensure_hnsw_index(self) -> bool:
         """Create the HNSW index (idempotent); returns True when it had to be built."""

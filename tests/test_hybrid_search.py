@@ -8,10 +8,11 @@ import asyncpg
 import numpy as np
 import pytest
 
+from provenance.chunking import Chunk
 from provenance.passages import ScoredPassage
 from provenance.services import Services
 from provenance.stages.retrieve import RRF_K
-from provenance.store import CorpusStore, PassageRow, Store
+from provenance.store import CorpusStore, Store
 
 # The full-text ranking exactly as the replaced Store.text_search ran it.
 TEXT_SEARCH_SQL = """
@@ -141,7 +142,7 @@ async def test_statement_matches_python_fusion_on_ties(fresh_store: Store) -> No
         source = pid.split("#")[0]
         noise = unit(rng.standard_normal(384))
         vectors[pid] = unit(query * (1.0 - 0.15 * i) + noise * 0.15 * i)
-        rows.append(PassageRow(pid, source, "H", 0, text, 4, f"h{i}"))
+        rows.append(Chunk(pid, source, "H", 0, text, 4))
     await fresh_store.replace_corpus(rows, vectors, "synthetic", "v1", "fp", [])
     distances = [float(np.dot(vectors[pid], query)) for pid in texts]
     assert distances == sorted(distances, reverse=True), "the vector ranking should follow the dict's order"
