@@ -317,7 +317,8 @@ class FeatureVerifier:
             out.append(PassageScore(self.probability(features, quoted), features, quoted, p.id))
         return out
 
-    def _verify(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification:
+    def verify_now(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification:
+        """`verify`, in the calling thread (the generator's per-part judgment runs in its worker thread)."""
         embedder = self.extractor.sentences.embedder
         q_vec = embedder.embed_query(question)
         claim_vecs = self.extractor.sentences.get(list(claims))
@@ -349,7 +350,7 @@ class FeatureVerifier:
     async def verify(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification:
         if not claims:
             return Verification(verdicts=[])
-        return await asyncio.to_thread(self._verify, question, claims, passages)
+        return await asyncio.to_thread(self.verify_now, question, claims, passages)
 
 
 def build_feature_verifier(embedder: Embedder, sentences: SentenceEmbeddings | None = None) -> FeatureVerifier:

@@ -53,7 +53,7 @@ def build_profile(settings: Settings, embedder: Embedder) -> Profile:
         from provenance.profiles.anthropic import build_anthropic_profile
 
         return build_anthropic_profile(settings, embedder)
-    return build_local_profile(embedder, settings.local_models)
+    return build_local_profile(embedder, settings.local_models, settings.gate_threshold)
 
 
 def build_guards(settings: Settings, store: GuardStore) -> Guards:

@@ -16,6 +16,7 @@ import numpy as np
 from provenance import text as T
 from provenance.embedder import Embedder, embed_query_async
 from provenance.feature_verifier import (
+    FeatureVerifier,
     SentenceEmbeddings,
     answer_type_match,
     build_feature_verifier,
@@ -87,10 +88,23 @@ class ExtractiveGenerator:
 
     name = LOCAL_GENERATOR
 
-    def __init__(self, sentences: SentenceEmbeddings, min_relevance: float = 0.30, max_sentences: int = 2) -> None:
+    def __init__(
+        self,
+        sentences: SentenceEmbeddings,
+        min_relevance: float = 0.30,
+        max_sentences: int = 2,
+        judge: FeatureVerifier | None = None,
+        covered_at: float = 0.70,
+    ) -> None:
         self.sentences = sentences
         self.min_relevance = min_relevance
         self.max_sentences = max_sentences
+        # Whether a part of the question is answered is the verifier's call, not word overlap's: the best
+        # sentence for "can I get a spare key cut?" shares "key" with the locker-key rule, and only the
+        # verifier reads that it doesn't say. A part counts as covered when that sentence would pass the
+        # gate on its own (`covered_at`, the gate's threshold).
+        self.judge = judge
+        self.covered_at = covered_at
 
     def _rank(self, question: str, passages: Sequence[ScoredPassage]) -> list[tuple[float, str, str]]:
         candidates: list[tuple[str, str, str]] = []
@@ -139,10 +153,28 @@ class ExtractiveGenerator:
             return ""
         missing = []
         for part in parts:
-            ranked = await asyncio.to_thread(self._rank, part, passages)
-            if not ranked or ranked[0][0] < self.min_relevance:
+            if not _ASKS.match(part):
+                continue  # "I lost my keyfob, how much is a replacement?": the first part only sets the scene
+            if not await asyncio.to_thread(self._covered, part, passages):
                 missing.append(part)
         return left_out_note(missing)
+
+    def _covered(self, part: str, passages: Sequence[ScoredPassage]) -> bool:
+        ranked = self._rank(part, passages)
+        if not ranked or ranked[0][0] < self.min_relevance:
+            return False
+        if self.judge is None:
+            return True
+        verdict = self.judge.verify_now(part, [ranked[0][1]], passages).verdicts[0]
+        return verdict.score >= self.covered_at
+
+
+# A part of a question that asks something (rather than telling the circumstances).
+_ASKS = re.compile(
+    r"^(how|what|what's|when|where|which|who|whom|whose|why|can|could|do|does|did|is|are|was|were|will|"
+    r"would|should|shall|may|might|must|have|has)\b",
+    re.IGNORECASE,
+)
 
 
 def left_out_note(missing: Sequence[str]) -> str:
@@ -172,7 +204,7 @@ class SentenceDecomposer:
         return Decomposition(claims=claims, usage=Usage(model=self.name))
 
 
-def build_local_profile(embedder: Embedder, models: LocalModels = "features") -> Profile:
+def build_local_profile(embedder: Embedder, models: LocalModels = "features", gate_threshold: float = 0.70) -> Profile:
     if models == "trained":
         from provenance.profiles.local_trained import build_trained_local_profile
 
@@ -182,7 +214,7 @@ def build_local_profile(embedder: Embedder, models: LocalModels = "features") ->
     return Profile(
         name="local",
         screener=LocalScreener(embedder),
-        generator=ExtractiveGenerator(sentences),
+        generator=ExtractiveGenerator(sentences, judge=verifier, covered_at=gate_threshold),
         verifier=verifier,
         # Every call runs on this machine: nothing is paid for, so the spend cap holds nothing back.
         worst_case=None,
