@@ -14,16 +14,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import msgspec
 from litestar import Litestar
 
+from bench.common import embedded_data_dir
 from bench.server import load_questions
 
 Call = Callable[[], Awaitable[Any]]
@@ -149,16 +147,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", type=int, default=3000, help="calls per layer per round (default 3000)")
     args = parser.parse_args()
-    from provenance.embedded_pg import start_embedded, stop_embedded
-
-    data_dir = Path(tempfile.mkdtemp(prefix="provenance-layers-"))
-    os.environ.update(DATA_DIR=str(data_dir), LOG_LEVEL="warning", RATE_LIMIT_PER_HOUR="0")
-    try:
-        os.environ["DATABASE_URL"] = start_embedded(data_dir / "pg")
+    os.environ.update(LOG_LEVEL="warning", RATE_LIMIT_PER_HOUR="0")
+    with embedded_data_dir("provenance-layers-"):
         print(table(run(args.n)))
-    finally:
-        stop_embedded(data_dir / "pg")
-        shutil.rmtree(data_dir, ignore_errors=True)
     return 0
 
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import subprocess
+import tempfile
 import uuid
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 
 import asyncpg
 
@@ -51,3 +54,19 @@ async def scratch_store(settings: Settings | None = None) -> AsyncIterator[tuple
         conn = await asyncpg.connect(dsn)
         await conn.execute(f'DROP SCHEMA IF EXISTS "{scratch.db_schema}" CASCADE')  # generated name
         await conn.close()
+
+
+@contextmanager
+def embedded_data_dir(prefix: str) -> Iterator[Path]:
+    """A throwaway DATA_DIR with the embedded Postgres started in it; DATA_DIR and DATABASE_URL are set for
+    this process and the servers it starts (they join that Postgres). Removed afterwards."""
+    from provenance.embedded_pg import start_embedded, stop_embedded
+
+    data_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    os.environ["DATA_DIR"] = str(data_dir)
+    try:
+        os.environ["DATABASE_URL"] = start_embedded(data_dir / "pg")
+        yield data_dir
+    finally:
+        stop_embedded(data_dir / "pg")
+        shutil.rmtree(data_dir, ignore_errors=True)

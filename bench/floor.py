@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from bench import loadgen
-from bench.common import machine
+from bench.common import embedded_data_dir, machine
 from bench.server import _STRIPPED, REPO_ROOT, Server, free_port, load_questions
 
 CONCURRENCY = (1, 8, 32)
@@ -184,12 +182,7 @@ def main() -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the request counts")
     args = parser.parse_args()
     requests = {c: max(50, int(n * args.scale)) for c, n in REQUESTS.items()}
-    from provenance.embedded_pg import start_embedded, stop_embedded
-
-    data_dir = Path(tempfile.mkdtemp(prefix="provenance-floor-"))
-    os.environ["DATA_DIR"] = str(data_dir)
-    try:
-        os.environ["DATABASE_URL"] = start_embedded(data_dir / "pg")
+    with embedded_data_dir("provenance-floor-") as data_dir:
         print(f"machine: {machine()}; load average {os.getloadavg()}")
         report = measure(
             data_dir,
@@ -202,9 +195,6 @@ def main() -> int:
         )
         print(table([report]))
         print(f"cache misses {report.misses}, non-200 answers {report.errors}")
-    finally:
-        stop_embedded(data_dir / "pg")
-        shutil.rmtree(data_dir, ignore_errors=True)
     return 0
 
 

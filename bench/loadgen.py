@@ -66,18 +66,10 @@ async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     return code, await reader.readexactly(length)
 
 
-async def run_load(
-    host: str,
-    port: int,
-    questions: Sequence[str],
-    concurrency: int,
-    requests: int,
-    *,
-    marker: bytes = b"",
-    offset: int = 0,
+async def _run_load(
+    host: str, port: int, prepared: Sequence[bytes], concurrency: int, requests: int, marker: bytes, offset: int
 ) -> Hits:
-    """`requests` POST /ask from `concurrency` connections, the questions in turn."""
-    prepared = [ask_request(host, port, q) for q in questions]
+    """`requests` POST /ask from `concurrency` connections, the prepared requests in turn."""
     hits = Hits(concurrency)
     counter = iter(range(requests))
 
@@ -114,8 +106,10 @@ def load(
     marker: bytes = b"",
     offset: int = 0,
 ) -> Hits:
-    """`run_load` on its own event loop (uvloop when installed: the client's share of the cores shrinks)."""
-    coro = run_load(url_host, port, questions, concurrency, requests, marker=marker, offset=offset)
+    """`requests` POST /ask with the questions in turn, from `concurrency` keep-alive connections, on an
+    event loop of its own (uvloop when installed: the client's share of the cores shrinks)."""
+    prepared = [ask_request(url_host, port, q) for q in questions]
+    coro = _run_load(url_host, port, prepared, concurrency, requests, marker, offset)
     try:
         import uvloop
     except ImportError:
