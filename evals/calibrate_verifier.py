@@ -1,4 +1,4 @@
-"""Fit the local verifier's two logistic models and write api/data/local_verifier.json.
+"""Fit the local verifier's two logistic models and write api/provenance/data/local_verifier.json.
 
 Reproduces the committed coefficients:
 

@@ -1,5 +1,5 @@
 """Choose the local models' operating point on the validation articles, through the runtime code path
-(the int8 ONNX files, `provenance.cross_encoders`), and write `api/data/local_models.json`.
+(the int8 ONNX files, `provenance.cross_encoders`), and write `api/provenance/data/local_models.json`.
 
     .venv/bin/python -m train.calibrate
 
@@ -166,12 +166,12 @@ def choose(records: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--training-dir", type=Path, default=common.ROOT.parent / "shared" / "training")
-    ap.add_argument("--out", type=Path, default=common.ROOT / "api" / "data" / "local_models.json")
+    ap.add_argument("--out", type=Path, default=common.MODELS / "local_models.json")
     ap.add_argument("--report", type=Path, default=common.ROOT / ".train" / "calibration.json")
     ap.add_argument("--every", type=int, default=1, help="use every Nth validation question (a quick look)")
     ap.add_argument("--records", type=Path, default=None, help="reuse the records of an earlier report")
-    ap.add_argument("--reader", type=Path, default=None, help="a reader ONNX file other than api/data's")
-    ap.add_argument("--verifier", type=Path, default=None, help="a verifier ONNX file other than api/data's")
+    ap.add_argument("--reader", type=Path, default=None, help="a reader ONNX file other than api/provenance/data's")
+    ap.add_argument("--verifier", type=Path, default=None, help="a verifier ONNX file other than api/provenance/data's")
     args = ap.parse_args()
     _, val_rows, val_titles = common.squad_rows(args.training_dir)
     val_rows = val_rows[:: args.every]

@@ -37,19 +37,21 @@ TABLE = "\n".join(
 def main() -> None:
     train_dir = common.ROOT / ".train"
     reader1 = _load(train_dir / "reader" / "summary.json")
-    # The second epoch's reader ships only when it was exported into api/data (it was better on validation).
+    # The second epoch's reader ships only when it was exported into the package's data/ (it was better on validation).
     second = train_dir / "reader2" / "reader-int8.onnx"
-    shipped = common.ROOT / "api" / "data" / "reader-int8.onnx"
+    shipped = common.MODELS / "reader-int8.onnx"
     two_epochs = second.exists() and common.sha256(second) == common.sha256(shipped)
     reader = _load(train_dir / "reader2" / "summary.json") if two_epochs else reader1
     verifier1 = _load(train_dir / "verifier" / "summary.json")
     verifier = _load(train_dir / "verifier2" / "summary.json")
     cal = _load(train_dir / "calibration.json")
     chosen = cal["chosen"]
-    data = common.ROOT / "api" / "data"
+    data = common.MODELS
     files = ["reader-int8.onnx", "verifier-int8.onnx", "local_models.json"]
     hashes = "\n".join(
-        f"| `api/data/{f}` | {(data / f).stat().st_size / 1e6:.1f} MB | `{common.sha256(data / f)}` |" for f in files
+        f"| `{(data / f).relative_to(common.ROOT)}` | {(data / f).stat().st_size / 1e6:.1f} MB "
+        f"| `{common.sha256(data / f)}` |"
+        for f in files
     )
     val = ", ".join(reader["val_titles"])
     minutes = (reader1["train_seconds"] + (reader["train_seconds"] if two_epochs else 0)) / 60
@@ -80,8 +82,8 @@ def main() -> None:
     text = f"""# The trained local models (`LOCAL_MODELS=trained`; not the default)
 
 Two small models, trained on this 2-core machine by `make train` and committed as int8 ONNX. They load
-offline with onnxruntime (`api/cross_encoders.py`); nothing is fetched at run time. This page is written
-by `train/card.py` from the run's own records.
+offline with onnxruntime (`api/provenance/cross_encoders.py`); nothing is fetched at run time. This page is
+written by `train/card.py` from the run's own records.
 
 {TABLE}
 
@@ -125,7 +127,7 @@ Both start from all-MiniLM-L6-v2 (22.7M parameters, Apache-2.0), the full-precis
   ({verifier["val_auc_squad"]:.3f} SQuAD, {verifier["val_auc_halueval"]:.3f} HaluEval).
 - Max {verifier["max_len"]} tokens.
 
-## Operating point (`api/data/local_models.json`)
+## Operating point (`api/provenance/data/local_models.json`)
 
 `train/calibrate.py` runs the validation questions through the runtime code (int8 models): retrieval of
 the article's top 4 paragraphs by the service's embedder, the reader, and the verifier on the sentence the
@@ -159,8 +161,8 @@ answer.
 
 `make train` (about 1.5 hours on 2 cores; not part of `make test` or CI) creates `.venv-train` from
 `train/requirements.txt`, runs the three trainings above in order (checkpoints in `.train/`, resumable;
-logs in `.train/*.log`), exports int8 ONNX into `api/data/`, calibrates, and rewrites this page. Seeds are
-fixed; threads and the machine's load make runs close but not bit-identical.
+logs in `.train/*.log`), exports int8 ONNX into `api/provenance/data/`, calibrates, and rewrites this page.
+Seeds are fixed; threads and the machine's load make runs close but not bit-identical.
 """
     # What the suites measured is written by hand below this heading, and kept when the card is rewritten.
     kept = ""

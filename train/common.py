@@ -18,6 +18,9 @@ from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+# The service package, and the shipped models in its data/.
+PACKAGE = ROOT / "api" / "provenance"
+MODELS = PACKAGE / "data"
 SEED = 13
 # Articles held out for validation and threshold choice: drawn once, by seed, from the SQuAD 2.0 file's titles.
 N_VAL_ARTICLES = 4
@@ -28,17 +31,14 @@ def log(msg: str) -> None:
 
 
 def text_module() -> ModuleType:
-    """The service's own sentence splitter (api/text.py is pure stdlib), so training sees the sentences
+    """The service's own sentence splitter (api/provenance/text.py is pure stdlib), so training sees the sentences
     the pipeline will."""
-    for candidate in (ROOT / "api" / "provenance" / "text.py", ROOT / "api" / "text.py"):
-        if candidate.exists():
-            spec = importlib.util.spec_from_file_location("provenance_text", candidate)
-            assert spec and spec.loader
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules["provenance_text"] = mod
-            spec.loader.exec_module(mod)
-            return mod
-    raise FileNotFoundError("api text module not found")
+    spec = importlib.util.spec_from_file_location("provenance_text", PACKAGE / "text.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["provenance_text"] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def base_model_dir() -> Path:

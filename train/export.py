@@ -1,7 +1,7 @@
 """Export a training checkpoint to int8 ONNX (the training scripts do this when they finish; this is for
 a run stopped early, or to try a checkpoint).
 
-    .venv-train/bin/python -m train.export reader .train/reader/step-500.pt api/data/reader-int8.onnx
+    .venv-train/bin/python -m train.export reader .train/reader/step-500.pt api/provenance/data/reader-int8.onnx
 """
 
 from __future__ import annotations

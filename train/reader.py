@@ -148,7 +148,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--grow-threads-when", type=Path, default=None, help="use 2 threads once this file exists")
     ap.add_argument("--ckpt-every", type=int, default=100)
-    ap.add_argument("--onnx", type=Path, default=common.ROOT / "api" / "data" / "reader-int8.onnx")
+    ap.add_argument("--onnx", type=Path, default=common.MODELS / "reader-int8.onnx")
     args = ap.parse_args()
 
     import torch

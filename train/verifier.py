@@ -198,7 +198,7 @@ def main() -> None:
     ap.add_argument(
         "--stage2-from", type=Path, default=None, help="continue from this checkpoint on the second stage's data"
     )
-    ap.add_argument("--onnx", type=Path, default=common.ROOT / "api" / "data" / "verifier-int8.onnx")
+    ap.add_argument("--onnx", type=Path, default=common.MODELS / "verifier-int8.onnx")
     args = ap.parse_args()
 
     import torch

@@ -169,8 +169,8 @@ def reply(status: int, body: object, headers: dict[str, str] | None = None) -> C
     return handler
 
 
-# The rate limit's words (api/reasons.py), and what the server says when an address has used its hour up
-# (api/guards/ratelimit.py, api/pipeline.py).
+# The rate limit's words (api/provenance/reasons.py), and what the server says when an address has used its hour up
+# (api/provenance/guards/ratelimit.py, api/provenance/pipeline.py).
 RATE_LIMITED = REASONS["rate_limited"]
 HOURLY_LIMIT_MESSAGE = (
     "The limit of 60 questions per hour for each address is used up; try again in 37 minutes."
@@ -214,7 +214,7 @@ async def test_error_replies_are_shown(page: Page, live_server: LiveServer) -> N
     await expect(error).to_be_hidden()
     await expect(page.get_by_test_id("verdict")).to_have_attribute("data-status", "blocked")
     await expect(page.get_by_test_id("refusal-reason")).to_have_attribute("data-reason", "rate_limited")
-    # The headline is the server's (api/reasons.py), not a second catalogue in the page.
+    # The headline is the server's (api/provenance/reasons.py), not a second catalogue in the page.
     await expect(page.locator(".verdict__sub")).to_have_text(f"{RATE_LIMITED.headline}.")
     # The real window and a wait in words, not "per minute" and "2161 s".
     await expect(page.get_by_test_id("retry-after")).to_have_text("Try again in 37 minutes.")

@@ -255,7 +255,7 @@ class Pipeline:
             stages.screening = denied.stage
             return await self._count(run, client_key, counted) or run.finish("blocked", "injection")
 
-        # 5. A pipeline slot (api/admission.py): past the queue's bound or deadline this raises Overloaded.
+        # 5. A pipeline slot (api/provenance/admission.py): past the queue's bound or deadline this raises Overloaded.
         waiting = self.admission.waiting
         async with self.admission.slot() as waited_s:
             stages.admission = AdmissionStage(

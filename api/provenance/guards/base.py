@@ -1,6 +1,6 @@
 """The guard port: what the pipeline asks of bot check, rate limit, cache and spend cap.
 
-`PostgresGuards` (api/guards/postgres.py) is the service's implementation; `NoGuards` is for in-process
+`PostgresGuards` (api/provenance/guards/postgres.py) is the service's implementation; `NoGuards` is for in-process
 runs that are not serving the public (evals, benchmarks of the pipeline alone) and says so in each stage.
 """
 
