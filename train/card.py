@@ -58,8 +58,9 @@ def main() -> None:
     if two_epochs:
         reader_training = (
             f"2 epochs of {reader1['steps']:,} steps of batch {reader['batch']}, AdamW lr {reader['lr']}, warm-up 8% "
-            "then linear decay; the second epoch continues from the first's weights and optimiser with the schedule "
-            "restarted (it was added once the first epoch's validation figures were in). Batches grouped by length. "
+            "then linear decay; the second epoch resumes from the first's last checkpoint (weights and optimiser) "
+            "under a two-epoch schedule, so its rate falls from about half the peak to zero (it was added once the "
+            "first epoch's validation figures were in). Batches grouped by length. "
             f"{minutes:.0f} minutes on 2 cores, shared with the verifier's runs."
         )
         reader_validation = (
