@@ -327,7 +327,7 @@ def _anthropic_table(rows: dict[str, list[dict[str, Any]]]) -> str:
     return "\n".join(lines)
 
 
-def render(report: Report, preserved: str) -> str:
+def render(report: Report) -> str:
     u1 = report.uncached[0] if report.uncached else None
     total_p50 = u1.server_ms(0.5) if u1 else 0.0
     ingest_rates = [n / s for n, s in report.ingest_runs if s > 0]
@@ -335,7 +335,7 @@ def render(report: Report, preserved: str) -> str:
     parts = [
         "# Benchmarks",
         "",
-        "Everything below except the last section comes from one run of `make bench` "
+        "Everything below comes from one run of `make bench` "
         "(`.venv/bin/python -m bench.run`), and the figures are exactly those it printed.",
         "",
         f"- Machine: {report.machine}.",
@@ -445,17 +445,8 @@ def render(report: Report, preserved: str) -> str:
         "",
         (report.scaling_text or "(skipped in this run)") + "\n\nWhat this means for deployment: docs/scaling.md.",
         "",
-        preserved.strip(),
-        "",
     ]
     return "\n".join(parts)
-
-
-def preserved_section(doc: Path = DOC) -> str:
-    """The "Cached /ask latency" section (bench/cached_ask.py, measured separately) is kept as it is."""
-    text = doc.read_text() if doc.exists() else ""
-    match = re.search(r"^## Cached /ask latency\b.*?(?=^## |\Z)", text, flags=re.DOTALL | re.MULTILINE)
-    return match.group(0) if match else ""
 
 
 def main() -> int:
@@ -491,7 +482,7 @@ def main() -> int:
         shutil.rmtree(data_dir, ignore_errors=True)
     report.wall_s = time.monotonic() - started
     report.load_after = scaling.load_average()
-    text = render(report, preserved_section())
+    text = render(report)
     print(text)
     if not args.no_write:
         DOC.write_text(text)
