@@ -122,6 +122,7 @@ def measure(
     rounds: int = 2,
     requests: dict[int, int] | None = None,
     log: Callable[[str], None] = print,
+    concurrencies: Sequence[int] = CONCURRENCY,
 ) -> FloorReport:
     requests = requests or REQUESTS
     subset = list(questions[:QUESTIONS])
@@ -136,7 +137,7 @@ def measure(
             floor.wait_ready(subset[0])
             for target in (port, floor.port):  # warm connections and statement caches
                 loadgen.load(host, target, subset, 8, 400)
-            for c in CONCURRENCY:
+            for c in concurrencies:
                 n = requests[c]
                 real_runs, floor_runs = [], []
                 for _ in range(rounds):
