@@ -52,7 +52,7 @@ async def scratch_store(settings: Settings | None = None) -> AsyncIterator[tuple
     finally:
         await pool.close()
         conn = await asyncpg.connect(dsn)
-        await conn.execute(f'DROP SCHEMA IF EXISTS "{scratch.db_schema}" CASCADE')  # generated name
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{scratch.database.schema}" CASCADE')  # generated name
         await conn.close()
 
 

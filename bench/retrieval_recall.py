@@ -22,7 +22,7 @@ async def main(suite: Path, ks: list[int]) -> str:
     answerable = [c for c in cases if c["expect"] == "answer" and c.get("mustIncludeAny")]
     async with scratch_store() as (store, settings):
         embedder = load_embedder(settings)
-        report = await ingest(store, suite / "corpus", lambda: embedder, settings.embed_model)
+        report = await ingest(store, suite / "corpus", lambda: embedder, settings.embedding.model)
         texts = {pid: (await store.passage(pid)) for pid in await store.stored_hashes()}
         gold = {
             c["id"]: {
@@ -36,14 +36,14 @@ async def main(suite: Path, ks: list[int]) -> str:
             for k in ks:
                 hits = 0
                 for c in scored:
-                    outcome = await retrieve(c["question"], embedder, store, k, mode, settings.embed_model)
+                    outcome = await retrieve(c["question"], embedder, store, k, mode, settings.embedding.model)
                     if gold[c["id"]] & {p.id for p in outcome.passages}:
                         hits += 1
                 rows.append((mode, k, hits, len(scored)))
     lines = [
         f"Suite `{suite.name}`: {report.passages} passages, {len(answerable)} answerable questions "
         f"({len(scored)} whose reference answer occurs verbatim in some passage; those are scored). "
-        f"Embedder `{settings.embed_model}`. Machine: {machine()}.",
+        f"Embedder `{settings.embedding.model}`. Machine: {machine()}.",
         "",
         "| mode | k | hits | questions | recall@k |",
         "|---|---:|---:|---:|---:|",

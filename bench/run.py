@@ -113,9 +113,9 @@ async def ingest_phase(report: Report, embedder: Embedder) -> None:
                 store,
                 REPO_ROOT / "corpus",
                 lambda: embedder,
-                settings.embed_model,
-                settings.chunk_max_tokens,
-                settings.hnsw_min_passages,
+                settings.embedding.model,
+                settings.ingest.chunk_max_tokens,
+                settings.retrieval.hnsw_min_passages,
                 force=force,
             )
             elapsed = time.perf_counter() - started
@@ -161,7 +161,7 @@ async def anthropic_phase(report: Report, embedder: Embedder, questions: Sequenc
         return default_responder(request)
 
     async with scratch_store() as (store, base):
-        await ingest(store, REPO_ROOT / "corpus", lambda: embedder, base.embed_model)
+        await ingest(store, REPO_ROOT / "corpus", lambda: embedder, base.embedding.model)
         with FakeAnthropic() as fake:
             fake.responder = responder
             settings = fake.settings(base, anthropic_timeout_s=30.0)

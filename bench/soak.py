@@ -615,7 +615,7 @@ async def create_keys(dsn: str, run: Run, count: int) -> None:
     from provenance.settings import Settings
     from provenance.store import GuardStore
 
-    pool = await create_pool(dsn, Settings(database_url=dsn))
+    pool = await create_pool(dsn, Settings().with_overrides(database_url=dsn))
     try:
         store = GuardStore(pool)
 
@@ -1085,7 +1085,7 @@ def main() -> int:
     # What the spend server reserved per request, as its responses report it (SpendCap's arithmetic).
     estimate = max((h.estimate_usd or 0.0 for h in run.hits if h.kind == "spend client"), default=0.0)
     reply = Reply()  # the fake's token counts per call
-    call_cost = cost_usd(Usage(Settings().anthropic_model, reply.input_tokens, reply.output_tokens))
+    call_cost = cost_usd(Usage(Settings().anthropic.model, reply.input_tokens, reply.output_tokens))
     report.checks, report.log_levels = judge(
         run, duration_s / 2, db, logs, args.budget_usd, estimate, len(fake.requests), call_cost
     )

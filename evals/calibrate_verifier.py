@@ -206,7 +206,7 @@ def main() -> int:
     rng.shuffle(items)
     data = examples(items[:N_ITEMS], rng)
 
-    embedder = get_embedder(Settings().embed_model, Settings().data_dir)
+    embedder = get_embedder(Settings().embedding.model, Settings().data_dir)
     sentences = SentenceEmbeddings(embedder)
     extractor = FeatureExtractor(sentences, WordVectors(embedder))
     foreign = sorted({w for it in items[N_ITEMS:] for w in T.words(it["question"]) if len(w) > 4 and w.isalpha()})

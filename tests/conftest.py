@@ -50,13 +50,13 @@ def data_dir() -> Path:
 
 
 def make_settings(pg_dsn: str, data_dir: Path, schema: str | None = None, **overrides: object) -> Settings:
-    base = Settings(
+    return Settings().with_overrides(
         database_url=pg_dsn,
         db_schema=schema or f"t_{uuid.uuid4().hex[:10]}",
         data_dir=data_dir,
         log_level="warning",
+        **overrides,
     )
-    return base.with_overrides(**overrides) if overrides else base
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ async def fresh_store(pg_dsn: str, data_dir: Path) -> AsyncIterator[Store]:
     finally:
         await pool.close()
         conn = await asyncpg.connect(pg_dsn)
-        await conn.execute(f'DROP SCHEMA IF EXISTS "{settings.db_schema}" CASCADE')
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{settings.database.schema}" CASCADE')
         await conn.close()
 
 
@@ -93,7 +93,7 @@ async def corpus_services(pg_dsn: str, data_dir: Path, embedder: Embedder) -> As
     settings = make_settings(pg_dsn, data_dir, schema="t_corpus")
     pool = await create_pool(pg_dsn, settings)
     await migrate(pool)
-    await ingest(Store(pool), CORPUS, lambda: embedder, settings.embed_model)
+    await ingest(Store(pool), CORPUS, lambda: embedder, settings.embedding.model)
     await pool.close()
     services = await build_services(settings, with_guards=False)
     yield services
@@ -114,7 +114,7 @@ class LiveServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.http = http
         # The protocol `provenance serve` uses (httptools unless `http` says h11), with its header deadline.
-        protocol = http_protocol(http, settings.request_header_timeout_s)
+        protocol = http_protocol(http, settings.server.request_header_timeout_s)
         config = uvicorn.Config(
             create_app(settings), host="127.0.0.1", port=self.port, log_level="warning", http=protocol
         )

@@ -60,7 +60,7 @@ async def corpus_copy(
             )
         if corpus is not None:
             assert embedder is not None
-            await ingest(Store(pool), corpus, lambda: embedder, settings.embed_model)
+            await ingest(Store(pool), corpus, lambda: embedder, settings.embedding.model)
     finally:
         await pool.close()
     return settings

@@ -78,8 +78,8 @@ async def test_a_cancelled_waiter_gives_its_place_up() -> None:
 
 
 def test_the_admission_settings_are_validated() -> None:
-    assert load_settings({"ASK_CONCURRENCY": "3", "ASK_QUEUE_MAX": "0"}).ask_concurrency == 3
-    assert load_settings({}).ask_concurrency >= 1  # the cores this process may use
+    assert load_settings({"ASK_CONCURRENCY": "3", "ASK_QUEUE_MAX": "0"}).server.ask_concurrency == 3
+    assert load_settings({}).server.ask_concurrency >= 1  # the cores this process may use
     for env, message in [
         ({"ASK_CONCURRENCY": "0"}, "ASK_CONCURRENCY"),
         ({"ASK_QUEUE_MAX": "-1"}, "ASK_QUEUE_MAX"),

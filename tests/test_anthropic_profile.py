@@ -384,7 +384,7 @@ async def test_make_client_uses_settings(fake_anthropic: FakeAnthropic) -> None:
     )
     assert decomposition.claims == [generation.answer]
     assert verification.verdicts[0].supporting_passage_ids == [IDS[0]]
-    assert all(r.api_key == settings.anthropic_api_key for r in fake_anthropic.requests)
+    assert all(r.api_key == settings.anthropic.api_key for r in fake_anthropic.requests)
 
 
 async def test_profile_checks_claims_with_the_local_verifier_and_one_model_call(
@@ -429,7 +429,7 @@ def test_the_profile_declares_its_own_worst_case(fake_anthropic: FakeAnthropic, 
     assert profile.worst_case is not None
     calls = profile.worst_case(1000)
     # Screening, generation and the combined claims call, each at the largest max_tokens any of them asks for.
-    assert [c.model for c in calls] == [settings.anthropic_model] * 3
+    assert [c.model for c in calls] == [settings.anthropic.model] * 3
     assert all(c.input_tokens == 2000 + 1500 and c.output_tokens == 1536 for c in calls)
     local = build_local_profile(embedder)
     assert local.worst_case is None and not local.paid

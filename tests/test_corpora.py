@@ -165,7 +165,7 @@ async def two_corpora(
     finally:
         await services.close()
     yield settings
-    await drop_schema(pg_dsn, settings.db_schema)
+    await drop_schema(pg_dsn, settings.database.schema)
 
 
 @pytest.fixture

@@ -75,13 +75,13 @@ async def test_external_suite_prints_its_figures(
     fresh_store: Store, embedder: Embedder, corpus_services: Services, capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings = corpus_services.settings
-    await ingest(fresh_store, EXTERNAL / "corpus", lambda: embedder, settings.embed_model)
+    await ingest(fresh_store, EXTERNAL / "corpus", lambda: embedder, settings.embedding.model)
     pipeline = Pipeline(settings, fresh_store, embedder, build_profile(settings, embedder))
     await pipeline.refresh_corpus()
     started = time.monotonic()
     results = await run_cases(pipeline, load_cases(EXTERNAL / "cases.jsonl"), show_progress=False)
     report = render_report(
-        "squad2-normans (CI run)", results, {settings.retrieval_k: results}, settings, "local", "none.svg",
+        "squad2-normans (CI run)", results, {settings.retrieval.k: results}, settings, "local", "none.svg",
         EXTERNAL / "corpus", EXTERNAL / "cases.jsonl", time.monotonic() - started,
     )  # fmt: skip
     s = score(results)

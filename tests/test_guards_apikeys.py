@@ -31,7 +31,7 @@ def test_bearer_parsing() -> None:
 
 
 async def test_valid_key_passes_revoked_and_unknown_keys_are_refused(fresh_store: Store) -> None:
-    guards = PostgresGuards(Settings(turnstile_secret_key="set-but-unused"), fresh_store)
+    guards = PostgresGuards(Settings().with_overrides(turnstile_secret_key="set-but-unused"), fresh_store)
     key = await create_key(fresh_store, "ingest-bot")
     assert key is not None and key.startswith("pv_") and len(key) > 40
     assert await create_key(fresh_store, "ingest-bot") is None  # names are unique
@@ -135,7 +135,7 @@ async def test_live_server_401s_a_bad_key_and_limits_per_key(pg_dsn: str, data_d
                     for _ in range(4)
                 ]
     finally:
-        await _drop(pg_dsn, settings.db_schema)
+        await _drop(pg_dsn, settings.database.schema)
     assert bad.status_code == 401 and bad.headers["www-authenticate"].startswith("Bearer")
     assert bad.json()["reason"] == "invalid_api_key" and bad.json()["stages"]["botCheck"]["detail"] == "unknown API key"
     # The key passes the bot check with no Turnstile token and is counted under its own, larger limit.

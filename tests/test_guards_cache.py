@@ -37,14 +37,14 @@ async def services(pg_dsn: str, data_dir: Path, embedder: Embedder) -> AsyncIter
     settings = make_settings(pg_dsn, data_dir, rate_limit_per_hour=0)
     pool = await create_pool(pg_dsn, settings)
     await migrate(pool)
-    await ingest(Store(pool), CORPUS, lambda: embedder, settings.embed_model)
+    await ingest(Store(pool), CORPUS, lambda: embedder, settings.embedding.model)
     await pool.close()
     svc = await build_services(settings)
     assert isinstance(svc.pipeline.guards, PostgresGuards)
     yield svc
     await svc.close()
     conn = await asyncpg.connect(pg_dsn)
-    await conn.execute(f'DROP SCHEMA IF EXISTS "{settings.db_schema}" CASCADE')
+    await conn.execute(f'DROP SCHEMA IF EXISTS "{settings.database.schema}" CASCADE')
     await conn.close()
 
 
@@ -149,7 +149,7 @@ async def test_a_spent_budget_blocks_new_questions_but_still_serves_cached_answe
     assert ledger is not None and ledger.reserved_usd == 0.0  # released at settle time
 
     # Spend the rest of the day's budget.
-    await services.store.spend_settle(utc_day(), 0.0, settings.daily_budget_usd, 0)
+    await services.store.spend_settle(utc_day(), 0.0, settings.guards.daily_budget_usd, 0)
 
     blocked = await _ask(pipeline, "What are the opening hours on Saturday?")
     assert blocked.status == "blocked" and blocked.reason == "budget_exhausted"

@@ -122,7 +122,7 @@ async def _limited(guards: PostgresGuards, peer: str, forwarded: str) -> str:
 
 
 async def test_spoofed_forwarded_for_does_not_change_the_key(fresh_store: Store) -> None:
-    settings = Settings(rate_limit_per_hour=2, trusted_proxies=("10.0.0.0/8",))
+    settings = Settings().with_overrides(rate_limit_per_hour=2, trusted_proxies=("10.0.0.0/8",))
     guards = PostgresGuards(settings, fresh_store)
     # An untrusted peer rotating X-Forwarded-For is still one client: its third request is refused.
     results = [await _limited(guards, "203.0.113.50", f"198.51.100.{i}") for i in range(3)]
@@ -143,7 +143,7 @@ async def test_live_server_answers_100_concurrent_requests_with_exactly_20_and_8
                     *(client.post("/ask", json={"question": INJECTION}) for _ in range(100))
                 )
     finally:
-        await _drop_schema(pg_dsn, settings.db_schema)
+        await _drop_schema(pg_dsn, settings.database.schema)
     limited = [r for r in responses if r.status_code == 429]
     others = [r for r in responses if r.status_code != 429]
     assert len(others) == 20 and len(limited) == 80

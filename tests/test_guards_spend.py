@@ -40,7 +40,7 @@ def test_the_estimate_is_three_worst_case_calls() -> None:
 
 
 async def test_concurrent_reservations_never_overshoot_by_more_than_one_request(fresh_store: Store) -> None:
-    settings = Settings(daily_budget_usd=1.0)
+    settings = Settings().with_overrides(daily_budget_usd=1.0)
     cap = SpendCap(fresh_store, settings)
     estimate = request_estimate_usd(PAID, settings)
     already = round(1.0 - 2.5 * estimate, 6)
@@ -54,7 +54,7 @@ async def test_concurrent_reservations_never_overshoot_by_more_than_one_request(
     ledger = await fresh_store.spend_day(utc_day())
     assert ledger is not None
     held = ledger.spent_usd + ledger.reserved_usd
-    assert settings.daily_budget_usd < held <= settings.daily_budget_usd + estimate
+    assert settings.guards.daily_budget_usd < held <= settings.guards.daily_budget_usd + estimate
     for r in refused:
         assert r.reserved_usd == 0.0 and r.day is None
         assert r.stage.budget_usd == 1.0 and r.stage.spent_usd == pytest.approx(already)
@@ -70,7 +70,7 @@ async def test_concurrent_reservations_never_overshoot_by_more_than_one_request(
 
 
 async def test_a_failed_request_is_refunded(fresh_store: Store) -> None:
-    cap = SpendCap(fresh_store, Settings(daily_budget_usd=1.0))
+    cap = SpendCap(fresh_store, Settings().with_overrides(daily_budget_usd=1.0))
     reservation = await cap.reserve(PAID)
     assert reservation.stage.status == "ok" and reservation.reserved_usd > 0
     during = await fresh_store.spend_day(utc_day())
@@ -83,13 +83,13 @@ async def test_a_failed_request_is_refunded(fresh_store: Store) -> None:
 
 
 async def test_zero_budget_refuses_every_paid_request(fresh_store: Store) -> None:
-    reservation = await SpendCap(fresh_store, Settings(daily_budget_usd=0.0)).reserve(PAID)
+    reservation = await SpendCap(fresh_store, Settings().with_overrides(daily_budget_usd=0.0)).reserve(PAID)
     assert reservation.stage.status == "blocked" and reservation.day is None
     assert await fresh_store.spend_day(utc_day()) is None
 
 
 async def test_the_local_profile_reserves_nothing_but_its_calls_are_counted(fresh_store: Store) -> None:
-    cap = SpendCap(fresh_store, Settings(daily_budget_usd=0.0))  # even with no budget at all
+    cap = SpendCap(fresh_store, Settings().with_overrides(daily_budget_usd=0.0))  # even with no budget at all
     reservation = await cap.reserve(LOCAL)
     assert reservation.stage.status == "ok" and reservation.stage.estimate_usd == 0.0
     assert await fresh_store.spend_day(utc_day()) is None

@@ -86,7 +86,7 @@ def siteverify() -> Iterator[FakeSiteverify]:
 
 
 def _guards(store: Store, url: str, **overrides: object) -> PostgresGuards:
-    settings = Settings(turnstile_secret_key=SECRET, turnstile_verify_url=url, turnstile_timeout_s=0.5)
+    settings = Settings().with_overrides(turnstile_secret_key=SECRET, turnstile_verify_url=url, turnstile_timeout_s=0.5)
     return PostgresGuards(settings.with_overrides(**overrides) if overrides else settings, store)
 
 
@@ -173,7 +173,7 @@ async def test_live_server_sends_the_forwarded_client_ip_as_remoteip(
                 refused = await client.post("/ask", json={"question": INJECTION, "turnstileToken": "forged"})
     finally:
         conn = await asyncpg.connect(pg_dsn)
-        await conn.execute(f'DROP SCHEMA IF EXISTS "{settings.db_schema}" CASCADE')
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{settings.database.schema}" CASCADE')
         await conn.close()
     assert passed.status_code == 200
     assert passed.json()["stages"]["botCheck"]["status"] == "ok"

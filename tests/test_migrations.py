@@ -19,7 +19,7 @@ async def test_migrations_apply_in_order_once(pg_dsn: str, data_dir) -> None:  #
                 r["table_name"]
                 for r in await conn.fetch(
                     "SELECT table_name FROM information_schema.tables WHERE table_schema = $1",
-                    settings.db_schema,
+                    settings.database.schema,
                 )
             }
             assert {
@@ -35,7 +35,7 @@ async def test_migrations_apply_in_order_once(pg_dsn: str, data_dir) -> None:  #
     finally:
         await pool.close()
         conn = await asyncpg.connect(pg_dsn)
-        await conn.execute(f'DROP SCHEMA "{settings.db_schema}" CASCADE')
+        await conn.execute(f'DROP SCHEMA "{settings.database.schema}" CASCADE')
         await conn.close()
 
 
@@ -61,5 +61,5 @@ async def test_an_applied_migration_edited_afterwards_is_an_error(pg_dsn: str, d
     finally:
         await pool.close()
         conn = await asyncpg.connect(pg_dsn)
-        await conn.execute(f'DROP SCHEMA "{settings.db_schema}" CASCADE')
+        await conn.execute(f'DROP SCHEMA "{settings.database.schema}" CASCADE')
         await conn.close()

@@ -86,7 +86,7 @@ async def test_answerable_question(corpus_services: Services) -> None:
         assert getattr(stages, name).status == "skipped" and getattr(stages, name).detail
 
     retrieved = {p.id: p for p in stages.retrieval.passages}
-    assert len(retrieved) == corpus_services.settings.retrieval_k
+    assert len(retrieved) == corpus_services.settings.retrieval.k
     assert r.citations, "an answer carries at least one citation"
     assert {c.passage_id for c in r.citations} <= set(retrieved)
     assert any("$14" in retrieved[c.passage_id].text for c in r.citations)
@@ -221,7 +221,7 @@ async def test_settings_profile_and_guards_are_fixed_at_construction(corpus_serv
         pipeline.guards = pipeline.guards  # type: ignore[misc]
     # Other settings make another pipeline over the same store, profile, guards and corpora.
     at_k2 = pipeline.with_settings(pipeline.settings.with_overrides(retrieval_k=2))
-    assert at_k2.settings.retrieval_k == 2 != pipeline.settings.retrieval_k
+    assert at_k2.settings.retrieval.k == 2 != pipeline.settings.retrieval.k
     assert (at_k2.profile, at_k2.guards, at_k2.corpora) == (pipeline.profile, pipeline.guards, pipeline.corpora)
     r = await ask(at_k2, "How much does a standard locker cost per month?")
     assert len(r.stages.retrieval.passages) == 2

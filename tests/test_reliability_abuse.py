@@ -71,7 +71,7 @@ async def guarded(
     assert key is not None
     with LiveServer(settings) as server:
         yield Guarded(server, fake, key)
-    await drop_schema(pg_dsn, settings.db_schema)
+    await drop_schema(pg_dsn, settings.database.schema)
 
 
 def _trickle(port: int, give_up_s: float) -> tuple[bytes, float]:
@@ -318,7 +318,7 @@ async def test_an_interrupted_ingest_leaves_the_previous_version_served(
         # 1. The embedder dies after its first batch, with the new version half embedded.
         crashing = FailingEmbedder(embedder, fail_after=1)
         with pytest.raises(RuntimeError, match="half-way"):
-            await ingest(services.store, corpus, lambda: crashing, settings.embed_model, force=True)
+            await ingest(services.store, corpus, lambda: crashing, settings.embedding.model, force=True)
         assert crashing.batches == 1
         assert await _snapshot(settings, services) == before
 
@@ -326,11 +326,11 @@ async def test_an_interrupted_ingest_leaves_the_previous_version_served(
         # Another session holds the corpus_state row, so the ingest stops at its last statement.
         blocker, watcher = await asyncpg.connect(pg_dsn), await asyncpg.connect(pg_dsn)
         try:
-            await blocker.execute(f'SET search_path = "{settings.db_schema}"')
+            await blocker.execute(f'SET search_path = "{settings.database.schema}"')
             tx = blocker.transaction()
             await tx.start()
             await blocker.execute("SELECT 1 FROM corpus_state FOR UPDATE")
-            task = asyncio.create_task(ingest(services.store, corpus, lambda: embedder, settings.embed_model))
+            task = asyncio.create_task(ingest(services.store, corpus, lambda: embedder, settings.embedding.model))
             deadline = time.monotonic() + 60
             waiting = (
                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%corpus_state%'"
@@ -354,10 +354,10 @@ async def test_an_interrupted_ingest_leaves_the_previous_version_served(
         assert await _snapshot(settings, services) == before
 
         # 3. And a clean run then does publish the new version.
-        await ingest(services.store, corpus, lambda: embedder, settings.embed_model)
+        await ingest(services.store, corpus, lambda: embedder, settings.embedding.model)
         await services.pipeline.refresh_corpus()
         after = await _snapshot(settings, services)
         assert after[0] != before[0] and after[3] and "$99" in after[3]
     finally:
         await services.close()
-        await drop_schema(pg_dsn, settings.db_schema)
+        await drop_schema(pg_dsn, settings.database.schema)

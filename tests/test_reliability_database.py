@@ -228,7 +228,7 @@ async def test_a_hung_database_is_a_503_within_the_db_timeout_and_the_service_re
         with LiveServer(settings) as server:
             await asyncio.to_thread(_hung_scenario, server, stalling_proxy)
     finally:
-        await drop_schema(pg_dsn, settings.db_schema)
+        await drop_schema(pg_dsn, settings.database.schema)
 
 
 def _timed(client: httpx.Client, path: str, body: dict[str, Any] | None) -> tuple[httpx.Response, float]:

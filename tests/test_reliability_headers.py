@@ -115,7 +115,7 @@ async def test_cors_allows_only_configured_origins(corpus_services: Services) ->
 async def corpus_schema(pg_dsn: str, data_dir: Path, corpus_services: Services) -> AsyncIterator[Settings]:
     settings = await corpus_copy(pg_dsn, data_dir)
     yield settings
-    await drop_schema(pg_dsn, settings.db_schema)
+    await drop_schema(pg_dsn, settings.database.schema)
 
 
 def test_no_secret_reaches_the_logs(pg_dsn: str, data_dir: Path, corpus_schema: Settings, tmp_path: Path) -> None:
@@ -132,7 +132,7 @@ def test_no_secret_reaches_the_logs(pg_dsn: str, data_dir: Path, corpus_schema: 
     env = {
         **os.environ,
         "DATABASE_URL": pg_dsn,
-        "DB_SCHEMA": corpus_schema.db_schema,
+        "DB_SCHEMA": corpus_schema.database.schema,
         "DATA_DIR": str(data_dir),
         "PROFILE": "anthropic",
         "ANTHROPIC_API_KEY": anthropic_key,

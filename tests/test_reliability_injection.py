@@ -59,7 +59,7 @@ async def poisoned_settings(
 ) -> AsyncIterator[Settings]:
     settings = await corpus_copy(pg_dsn, data_dir, embedder, _poisoned_corpus(tmp_path_factory.mktemp("corpus")))
     yield settings
-    await drop_schema(pg_dsn, settings.db_schema)
+    await drop_schema(pg_dsn, settings.database.schema)
 
 
 async def test_the_local_profile_never_answers_with_the_injected_claim(poisoned_settings: Settings) -> None:

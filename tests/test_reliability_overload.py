@@ -78,7 +78,7 @@ async def test_a_burst_gets_answers_or_overloaded_and_the_limit_stays_exact(
                 wall = time.perf_counter() - started
             stored = await _count(pg_dsn, settings)
     finally:
-        await drop_schema(pg_dsn, settings.db_schema)
+        await drop_schema(pg_dsn, settings.database.schema)
 
     statuses = Counter(status for status, *_ in results)
     assert set(statuses) <= {200, 429, 503}, statuses
@@ -115,7 +115,7 @@ async def test_a_busy_pool_is_overloaded_not_a_database_outage(pg_dsn: str, data
     pool = await create_pool(pg_dsn, settings)
     try:
         await migrate(pool)
-        store = Store(pool, settings.db_timeout_s)
+        store = Store(pool, settings.database.timeout_s)
         # The pool's only connection lent out: Postgres is up and answering, we are asking too much at once.
         async with pool.acquire() as held:
             assert await held.fetchval("SELECT 1") == 1
@@ -125,7 +125,7 @@ async def test_a_busy_pool_is_overloaded_not_a_database_outage(pg_dsn: str, data
         assert await store.ping() == 0
     finally:
         await pool.close()
-        await drop_schema(pg_dsn, settings.db_schema)
+        await drop_schema(pg_dsn, settings.database.schema)
 
 
 # --- one slot, held: what still gets through, and what a failure costs the client ----------------------
@@ -165,7 +165,7 @@ async def one_slot(
     assert key is not None
     with LiveServer(settings) as server:
         yield OneSlot(server, fake, key, settings)
-    await drop_schema(pg_dsn, settings.db_schema)
+    await drop_schema(pg_dsn, settings.database.schema)
 
 
 async def test_with_the_only_slot_taken_cached_and_cheap_answers_still_come_and_failures_cost_no_quota(

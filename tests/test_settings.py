@@ -1,15 +1,17 @@
+import re
 from pathlib import Path
 
+import msgspec
 import pytest
 
-from provenance.settings import SettingsError, load_settings
+from provenance.settings import REPO_ROOT, VARIABLES, Settings, SettingsError, load_settings
 
 
 def test_defaults_choose_local_profile_without_a_key() -> None:
     s = load_settings({})
     assert s.profile == "local"
-    assert s.retrieval_k == 4
-    assert (s.gate_threshold, s.gate_min_claim) == (0.70, 0.40)
+    assert s.retrieval.k == 4
+    assert (s.gate.threshold, s.gate.min_claim) == (0.70, 0.40)
 
 
 def test_a_key_selects_the_anthropic_profile() -> None:
@@ -43,6 +45,39 @@ def test_lists_and_paths_parse() -> None:
             "CORS_ORIGINS": "https://a.example",
         }
     )
-    assert s.trusted_proxies == ("10.0.0.1", "10.1.0.0/16")
+    assert s.guards.trusted_proxies == ("10.0.0.1", "10.1.0.0/16")
     assert s.data_dir == Path("/tmp/x")
-    assert s.cors_origins == ("https://a.example",)
+    assert s.server.cors_origins == ("https://a.example",)
+
+
+def test_every_setting_has_one_variable() -> None:
+    fields: set[tuple[str | None, str]] = set()
+    for f in msgspec.structs.fields(Settings):
+        if isinstance(f.type, type) and issubclass(f.type, msgspec.Struct):
+            fields |= {(f.name, g.name) for g in msgspec.structs.fields(f.type)}
+        else:
+            fields.add((None, f.name))
+    assert len(set(VARIABLES.values())) == len(VARIABLES)
+    assert set(VARIABLES.values()) == fields
+
+
+def test_the_readme_table_names_real_variables() -> None:
+    table = (REPO_ROOT / "README.md").read_text().split("| variable | default | meaning |")[1].split("\n\n")[0]
+    named = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", "\n".join(line.split("|")[1] for line in table.splitlines()[2:])))
+    assert named and named <= set(VARIABLES)
+
+
+def test_a_bad_value_in_a_group_names_its_variable() -> None:
+    with pytest.raises(SettingsError, match=r"^RETRIEVAL_MODE: "):
+        load_settings({"RETRIEVAL_MODE": "magic"})
+    with pytest.raises(SettingsError, match="DB_TIMEOUT_S"):
+        load_settings({"DB_TIMEOUT_S": "soon"})
+
+
+def test_overrides_take_the_variables_names() -> None:
+    s = Settings().with_overrides(gate_threshold=0.5, db_schema="t_x", retrieval_k=2, profile="anthropic")
+    assert (s.gate.threshold, s.gate.min_claim) == (0.5, 0.40)
+    assert (s.database.schema, s.retrieval.k, s.profile) == ("t_x", 2, "anthropic")
+    assert s.with_overrides(retrieval_k=3).gate == s.gate  # the other settings are kept
+    with pytest.raises(TypeError, match="gate_treshold"):
+        Settings().with_overrides(gate_treshold=0.5)

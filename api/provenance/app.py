@@ -252,7 +252,7 @@ async def healthz(state: State) -> Response[Health]:
     s = _services(state)
     busy = False
     # Twice the pool's own wait, so that a busy pool answers with its verdict (Overloaded) before this gives up.
-    limit_s = 2 * s.settings.db_timeout_s
+    limit_s = 2 * s.settings.database.timeout_s
     try:
         count = await asyncio.wait_for(s.store.ping(), timeout=limit_s)
         corpus = await asyncio.wait_for(s.store.corpus_state(), timeout=limit_s)
@@ -268,7 +268,7 @@ async def healthz(state: State) -> Response[Health]:
         passages=count,
         profile=s.settings.profile,
         version=__version__,
-        embed_model=s.settings.embed_model,
+        embed_model=s.settings.embedding.model,
         corpus_version=corpus.version if corpus else None,
     )
     return Response(body, status_code=200 if db_up else 503)
@@ -350,8 +350,8 @@ async def public_config(state: State) -> PublicConfig:
     s = _services(state)
     return PublicConfig(
         profile=s.settings.profile,
-        turnstile_site_key=s.settings.turnstile_site_key,
-        max_question_chars=s.settings.max_question_chars,
+        turnstile_site_key=s.settings.guards.turnstile_site_key,
+        max_question_chars=s.settings.server.max_question_chars,
     )
 
 
@@ -378,9 +378,9 @@ async def _require_json(request: Request[Any, Any, Any]) -> None:
 async def ask(request: Request[Any, Any, State], data: JSONBody[AskRequest], state: State) -> Response[AskResponse]:
     s = _services(state)
     # Exactly the constraints the OpenAPI document declares (see declare_request_constraints).
-    if len(data.question) > s.settings.max_question_chars:
+    if len(data.question) > s.settings.server.max_question_chars:
         raise BadRequest(
-            f"question is {len(data.question)} characters; the limit is {s.settings.max_question_chars}",
+            f"question is {len(data.question)} characters; the limit is {s.settings.server.max_question_chars}",
             code="invalid_question",
         )
     if _QUESTION.search(data.question) is None:
@@ -410,17 +410,17 @@ def declare_request_constraints(openapi: OpenAPI, settings: Settings) -> None:
     question = (ask.properties or {})["question"]
     assert isinstance(question, Schema)
     question.min_length = 1
-    question.max_length = settings.max_question_chars
+    question.max_length = settings.server.max_question_chars
     question.pattern = QUESTION_PATTERN
     question.description = (
-        f"at most {settings.max_question_chars} characters (MAX_QUESTION_CHARS), not only whitespace, no NUL"
+        f"at most {settings.server.max_question_chars} characters (MAX_QUESTION_CHARS), not only whitespace, no NUL"
     )
 
 
 def create_app(settings: Settings | None = None, services: Services | None = None) -> Litestar:
     """Build the app. Settings are read from the environment when not given; a bad value stops start-up."""
     settings = settings or load_settings()
-    configure_logging(settings.log_level)
+    configure_logging(settings.server.log_level)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -439,14 +439,14 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             create_static_files_router(path="/", directories=[Path(WEB_DIR)], html_mode=True, name="web")
         )
     cors = (
-        CORSConfig(allow_origins=list(settings.cors_origins), allow_methods=["GET", "POST"], allow_headers=["*"])
-        if settings.cors_origins
+        CORSConfig(allow_origins=list(settings.server.cors_origins), allow_methods=["GET", "POST"], allow_headers=["*"])
+        if settings.server.cors_origins
         else None
     )
     app = Litestar(
         route_handlers=route_handlers,
         lifespan=[lifespan],
-        middleware=[request_middleware(settings.request_read_timeout_s)],
+        middleware=[request_middleware(settings.server.request_read_timeout_s)],
         before_send=[security_headers],
         exception_handlers={
             HTTPException: _handle_http,
@@ -455,7 +455,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             Exception: _handle_any,
         },
         openapi_config=OpenAPIConfig(title="Provenance", version=__version__, path="/schema"),
-        request_max_body_size=settings.request_max_body_bytes,
+        request_max_body_size=settings.server.request_max_body_bytes,
         cors_config=cors,
         debug=False,
     )

@@ -41,7 +41,7 @@ def _settings() -> Settings:
         print(f"configuration error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     # Logs go to stderr at the configured level, so a command's own output on stdout stays clean.
-    configure_logging(settings.log_level)
+    configure_logging(settings.server.log_level)
     return settings
 
 
@@ -74,9 +74,9 @@ async def _ingest(settings: Settings, directory: Path, force: bool, corpus: str,
             CorpusStore(pool),
             directory,
             lambda: load_embedder(settings),
-            settings.embed_model,
-            settings.chunk_max_tokens,
-            settings.hnsw_min_passages,
+            settings.embedding.model,
+            settings.ingest.chunk_max_tokens,
+            settings.retrieval.hnsw_min_passages,
             force=force,
             corpus=corpus,
             replace=replace,
@@ -139,7 +139,7 @@ async def _warm_cache(settings: Settings, only: str | None) -> int:
     from provenance.guards.postgres import OperatorGuards
     from provenance.services import build_services
 
-    if settings.cache_ttl_s <= 0:
+    if settings.guards.cache_ttl_s <= 0:
         print("error: CACHE_TTL_S is 0, so nothing would be cached", file=sys.stderr)
         return 1
     # The operator's own run: the cache and spend cap apply, the bot check and rate limit don't.
@@ -199,7 +199,7 @@ def cmd_db_migrate(args: argparse.Namespace) -> int:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     settings = _settings()
-    directory = Path(args.dir) if args.dir else settings.corpus_dir
+    directory = Path(args.dir) if args.dir else settings.ingest.corpus_dir
     print(asyncio.run(_ingest(settings, directory, args.force, args.corpus, args.replace)))
     return 0
 
@@ -210,9 +210,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from provenance.serving import http_protocol
 
     settings = _settings()
-    host = args.host or settings.host
-    port = args.port or settings.port
-    if settings.database_url is None:
+    host = args.host or settings.server.host
+    port = args.port or settings.server.port
+    if settings.database.url is None:
         # Start the embedded server here, in the parent, so that every worker joins one Postgres and
         # Ctrl-C on this process stops it cleanly.
         from provenance.embedded_pg import start_embedded
@@ -223,10 +223,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from provenance.ingest import CorpusConflict
 
         try:
-            print(asyncio.run(_ingest(settings, settings.corpus_dir, False, DEFAULT_CORPUS)), flush=True)
+            print(asyncio.run(_ingest(settings, settings.ingest.corpus_dir, False, DEFAULT_CORPUS)), flush=True)
         except CorpusConflict as exc:
             # Someone put another folder in the default corpus on purpose (--replace): serve it, say so.
-            print(f"not ingesting {settings.corpus_dir}: {exc}", flush=True)
+            print(f"not ingesting {settings.ingest.corpus_dir}: {exc}", flush=True)
     else:
         asyncio.run(_migrate(settings))
     print(f"serving on http://{host}:{port} (profile {settings.profile}); Ctrl-C stops", flush=True)
@@ -259,10 +259,10 @@ def cmd_evals(args: argparse.Namespace) -> int:
         except Exception as exc:  # pragma: no cover - msgspec validation of the literal
             print(f"error: {exc}", file=sys.stderr)
             return 2
-    if settings.profile == "anthropic" and not settings.anthropic_api_key:
+    if settings.profile == "anthropic" and not settings.anthropic.api_key:
         print("error: --profile anthropic needs ANTHROPIC_API_KEY", file=sys.stderr)
         return 2
-    corpus = Path(args.corpus) if args.corpus else settings.corpus_dir
+    corpus = Path(args.corpus) if args.corpus else settings.ingest.corpus_dir
     name = DEFAULT_CORPUS  # a folder given as such keeps today's report names
     if args.corpus and not corpus.is_dir() and valid_name(args.corpus):
         # A stored corpus: its evals run over the folder it was ingested from, with that folder's cases.

@@ -21,8 +21,8 @@ MAINTENANCE_TIMEOUT_S = 3600.0
 
 
 def resolve_database_url(settings: Settings) -> str:
-    if settings.database_url:
-        return settings.database_url
+    if settings.database.url:
+        return settings.database.url
     from provenance.embedded_pg import start_embedded
 
     return start_embedded(settings.pg_data_dir)
@@ -41,18 +41,18 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
 
 async def create_pool(dsn: str, settings: Settings) -> asyncpg.Pool:
-    """A pool whose connections see `settings.db_schema` first, so an eval run can use its own schema."""
-    await ensure_schema(dsn, settings.db_schema)
+    """A pool whose connections see `settings.database.schema` first, so an eval run can use its own schema."""
+    await ensure_schema(dsn, settings.database.schema)
     pool = await asyncpg.create_pool(
         dsn,
-        min_size=settings.db_pool_min,
-        max_size=settings.db_pool_max,
+        min_size=settings.database.pool_min,
+        max_size=settings.database.pool_max,
         init=_init_connection,
         reset=_keep_session,
-        timeout=settings.db_timeout_s,
-        command_timeout=settings.db_timeout_s,
+        timeout=settings.database.timeout_s,
+        command_timeout=settings.database.timeout_s,
         server_settings={
-            "search_path": f"{settings.db_schema},public",
+            "search_path": f"{settings.database.schema},public",
             # The HNSW index (one over every corpus) yields its nearest rows before the corpus filter; an
             # iterative scan keeps reading until the LIMIT is met from this corpus (pgvector >= 0.8). Set
             # per connection at connect time rather than `SET LOCAL` per search, which took a transaction

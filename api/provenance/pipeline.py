@@ -78,7 +78,9 @@ class Pipeline:
         self.embedder = embedder
         self._profile = profile
         self._guards: Guards = guards or NoGuards()
-        self.admission = Admission(settings.ask_concurrency, settings.ask_queue_max, settings.ask_queue_timeout_s)
+        self.admission = Admission(
+            settings.server.ask_concurrency, settings.server.ask_queue_max, settings.server.ask_queue_timeout_s
+        )
         # corpus name -> (embedding model, version), as of the last look at the database
         self.corpora: dict[str, tuple[str, str]] = {}
         self.corpus_check_every_s = CORPUS_CHECK_EVERY_S
@@ -153,8 +155,8 @@ class Pipeline:
     def settings_fingerprint(self) -> str:
         s = self.settings
         return (
-            f"{self.profile.name}|{s.anthropic_model if self.profile.paid else ''}|{s.embed_model}|"
-            f"{s.retrieval_k}|{s.retrieval_mode}|{s.gate_threshold}|{s.gate_min_claim}"
+            f"{self.profile.name}|{s.anthropic.model if self.profile.paid else ''}|{s.embedding.model}|"
+            f"{s.retrieval.k}|{s.retrieval.mode}|{s.gate.threshold}|{s.gate.min_claim}"
             + ("|trained" if s.local_models == "trained" else "")
         )
 
@@ -297,8 +299,8 @@ class Pipeline:
                 question,
                 self.embedder,
                 self.store,
-                s.retrieval_k,
-                s.retrieval_mode,
+                s.retrieval.k,
+                s.retrieval.mode,
                 self.corpora.get(run.corpus, (None, None))[0],
                 corpus=run.corpus,
             )
@@ -361,7 +363,7 @@ class Pipeline:
         stages.entailment = entailed.stage
         checked = lexical_check(entailed.claims, passages)
         stages.lexical_check = checked.stage
-        verdict = gate(checked.claims, s.gate_threshold, s.gate_min_claim)
+        verdict = gate(checked.claims, s.gate.threshold, s.gate.min_claim)
         stages.groundedness = verdict
         if verdict.decision != "pass":
             log.debug("refused answer", answer=answer, score=verdict.score)
@@ -370,7 +372,7 @@ class Pipeline:
             )
             return run.finish("refused", "not_grounded")
 
-        citations = citations_from_support(checked.claims, passages, s.gate_min_claim)
+        citations = citations_from_support(checked.claims, passages, s.gate.min_claim)
         return run.finish("answered", None, answer=answer, citations=citations)
 
 

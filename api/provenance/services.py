@@ -42,10 +42,12 @@ class Services:
 
 
 def load_embedder(settings: Settings) -> Embedder:
-    inner = get_embedder(settings.embed_model, settings.data_dir, settings.embed_threads, settings.embed_batch_size)
-    if settings.embed_batch_wait_ms <= 0:
+    inner = get_embedder(
+        settings.embedding.model, settings.data_dir, settings.embedding.threads, settings.embedding.batch_size
+    )
+    if settings.embedding.batch_wait_ms <= 0:
         return inner
-    return BatchingEmbedder(inner, wait_s=settings.embed_batch_wait_ms / 1000)
+    return BatchingEmbedder(inner, wait_s=settings.embedding.batch_wait_ms / 1000)
 
 
 def build_profile(settings: Settings, embedder: Embedder) -> Profile:
@@ -53,7 +55,7 @@ def build_profile(settings: Settings, embedder: Embedder) -> Profile:
         from provenance.profiles.anthropic import build_anthropic_profile
 
         return build_anthropic_profile(settings, embedder)
-    return build_local_profile(embedder, settings.local_models, settings.gate_threshold)
+    return build_local_profile(embedder, settings.local_models, settings.gate.threshold)
 
 
 def build_guards(settings: Settings, store: GuardStore) -> Guards:
@@ -74,7 +76,7 @@ async def build_services(
     dsn = resolve_database_url(settings)
     pool = await create_pool(dsn, settings)
     await migrate(pool)
-    store = Store(pool, settings.db_timeout_s)
+    store = Store(pool, settings.database.timeout_s)
     embedder = load_embedder(settings)
     profile = build_profile(settings, embedder)
     pipeline = Pipeline(settings, store, embedder, profile, guards(settings, store) if with_guards else None)

@@ -27,7 +27,7 @@ HttpImpl = Literal["auto", "h11", "httptools"]
 
 @functools.cache
 def _configured_timeout_s() -> float:
-    return load_settings().request_header_timeout_s
+    return load_settings().server.request_header_timeout_s
 
 
 class _HeaderDeadline(asyncio.Protocol):

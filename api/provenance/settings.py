@@ -1,4 +1,6 @@
-"""One typed settings object, read from the environment and validated once at start-up."""
+"""One typed settings object, read from the environment and validated once at start-up. Its settings are
+grouped by the part of the service that reads them (`settings.database.timeout_s`, `settings.gate.threshold`);
+each comes from the environment variable VARIABLES names (DB_TIMEOUT_S, GATE_THRESHOLD)."""
 
 from __future__ import annotations
 
@@ -31,44 +33,14 @@ def _cores() -> int:
         return os.cpu_count() or 2
 
 
-class Settings(msgspec.Struct, frozen=True, kw_only=True):
-    database_url: str | None = None
-    db_schema: str = "public"
-    data_dir: Path = REPO_ROOT / ".data"
+class ServerSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """The HTTP edge: where to listen, what a request may be, and admission to the pipeline."""
+
     host: str = "127.0.0.1"
     port: int = 8000
     log_level: str = "info"
-    profile: Profile = "local"
-    local_models: LocalModels = "features"
-    anthropic_api_key: str | None = None
-    anthropic_base_url: str | None = None
-    anthropic_model: str = "claude-haiku-4-5"
-    anthropic_timeout_s: float = 20.0
-    anthropic_max_retries: int = 2
-    embed_model: str = "local/all-minilm-l6-v2-int8"
-    embed_threads: int = 2
-    embed_batch_size: int = 32
-    # How long a question's embedding waits for other requests' to run with it in one batch (and repeated
-    # texts within a request are embedded once). 0 turns both off: one model call per embedding, in turn.
-    embed_batch_wait_ms: float = 2.0
-    corpus_dir: Path = REPO_ROOT / "corpus"
-    chunk_max_tokens: int = 256
-    retrieval_k: int = 4
-    retrieval_mode: RetrievalMode = "hybrid"
-    hnsw_min_passages: int = 20_000
-    gate_threshold: float = 0.70
-    gate_min_claim: float = 0.40
-    max_question_chars: int = 500
-    turnstile_secret_key: str | None = None
-    turnstile_site_key: str | None = None
-    turnstile_verify_url: str = "https://challenges.cloudflare.com/turnstile/v0/siteverify"
-    turnstile_timeout_s: float = 5.0
-    rate_limit_per_hour: int = 60
-    rate_limit_per_hour_api_key: int = 600
-    trusted_proxies: tuple[str, ...] = ()
-    cache_ttl_s: int = 86_400
-    daily_budget_usd: float = 5.0
     cors_origins: tuple[str, ...] = ()
+    max_question_chars: int = 500
     request_max_body_bytes: int = 65_536
     request_read_timeout_s: float = 10.0
     # From a connection's opening (or a request's first byte on a kept-alive one) to the end of the
@@ -80,36 +52,167 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     ask_concurrency: int = msgspec.field(default_factory=_cores)
     ask_queue_max: int = 32
     ask_queue_timeout_s: float = 5.0
-    db_pool_min: int = 1
-    db_pool_max: int = 10
-    db_timeout_s: float = 2.0
+
+
+class DatabaseSettings(msgspec.Struct, frozen=True, kw_only=True):
+    url: str | None = None
+    schema: str = "public"
+    pool_min: int = 1
+    pool_max: int = 10
+    timeout_s: float = 2.0
+
+
+class EmbeddingSettings(msgspec.Struct, frozen=True, kw_only=True):
+    model: str = "local/all-minilm-l6-v2-int8"
+    threads: int = 2
+    batch_size: int = 32
+    # How long a question's embedding waits for other requests' to run with it in one batch (and repeated
+    # texts within a request are embedded once). 0 turns both off: one model call per embedding, in turn.
+    batch_wait_ms: float = 2.0
+
+
+class IngestSettings(msgspec.Struct, frozen=True, kw_only=True):
+    corpus_dir: Path = REPO_ROOT / "corpus"
+    chunk_max_tokens: int = 256
+
+
+class RetrievalSettings(msgspec.Struct, frozen=True, kw_only=True):
+    k: int = 4
+    mode: RetrievalMode = "hybrid"
+    hnsw_min_passages: int = 20_000
+
+
+class GateSettings(msgspec.Struct, frozen=True, kw_only=True):
+    threshold: float = 0.70
+    min_claim: float = 0.40
+
+
+class GuardSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """The bot check, rate limits, answer cache and spend cap, in the order a request meets them."""
+
+    turnstile_secret_key: str | None = None
+    turnstile_site_key: str | None = None
+    turnstile_verify_url: str = "https://challenges.cloudflare.com/turnstile/v0/siteverify"
+    turnstile_timeout_s: float = 5.0
+    rate_limit_per_hour: int = 60
+    rate_limit_per_hour_api_key: int = 600
+    trusted_proxies: tuple[str, ...] = ()
+    cache_ttl_s: int = 86_400
+    daily_budget_usd: float = 5.0
+
+
+class AnthropicSettings(msgspec.Struct, frozen=True, kw_only=True):
+    api_key: str | None = None
+    base_url: str | None = None
+    model: str = "claude-haiku-4-5"
+    timeout_s: float = 20.0
+    max_retries: int = 2
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """Every setting, grouped by the part of the service that reads it."""
+
+    profile: Profile = "local"
+    local_models: LocalModels = "features"
+    data_dir: Path = REPO_ROOT / ".data"
+    server: ServerSettings = msgspec.field(default_factory=ServerSettings)
+    database: DatabaseSettings = msgspec.field(default_factory=DatabaseSettings)
+    embedding: EmbeddingSettings = msgspec.field(default_factory=EmbeddingSettings)
+    ingest: IngestSettings = msgspec.field(default_factory=IngestSettings)
+    retrieval: RetrievalSettings = msgspec.field(default_factory=RetrievalSettings)
+    gate: GateSettings = msgspec.field(default_factory=GateSettings)
+    guards: GuardSettings = msgspec.field(default_factory=GuardSettings)
+    anthropic: AnthropicSettings = msgspec.field(default_factory=AnthropicSettings)
 
     @property
     def pg_data_dir(self) -> Path:
         return self.data_dir / "pg"
 
     def with_overrides(self, **changes: object) -> Settings:
-        return msgspec.structs.replace(self, **changes)
+        """A copy with settings changed by their variables' names in lower case (`gate_threshold=0.5`,
+        `db_schema="t"`), the names the README documents, whichever group each lives in."""
+        top: dict[str, object] = {}
+        grouped: dict[str, dict[str, object]] = {}
+        for name, value in changes.items():
+            if name not in _WHERE:
+                raise TypeError(f"unknown setting {name!r}")
+            group, field = _WHERE[name]
+            if group is None:
+                top[field] = value
+            else:
+                grouped.setdefault(group, {})[field] = value
+        for group, fields in grouped.items():
+            top[group] = msgspec.structs.replace(getattr(self, group), **fields)
+        return msgspec.structs.replace(self, **top)
 
 
-_FIELD_ENV = {name: name.upper() for name in Settings.__struct_fields__}
+# Each environment variable and where its value lives: (group, field), group None for Settings itself.
+# Deployments and the README know the variables by these names; a field need not repeat its group's.
+VARIABLES: dict[str, tuple[str | None, str]] = {
+    "PROFILE": (None, "profile"),
+    "LOCAL_MODELS": (None, "local_models"),
+    "DATA_DIR": (None, "data_dir"),
+    "HOST": ("server", "host"),
+    "PORT": ("server", "port"),
+    "LOG_LEVEL": ("server", "log_level"),
+    "CORS_ORIGINS": ("server", "cors_origins"),
+    "MAX_QUESTION_CHARS": ("server", "max_question_chars"),
+    "REQUEST_MAX_BODY_BYTES": ("server", "request_max_body_bytes"),
+    "REQUEST_READ_TIMEOUT_S": ("server", "request_read_timeout_s"),
+    "REQUEST_HEADER_TIMEOUT_S": ("server", "request_header_timeout_s"),
+    "ASK_CONCURRENCY": ("server", "ask_concurrency"),
+    "ASK_QUEUE_MAX": ("server", "ask_queue_max"),
+    "ASK_QUEUE_TIMEOUT_S": ("server", "ask_queue_timeout_s"),
+    "DATABASE_URL": ("database", "url"),
+    "DB_SCHEMA": ("database", "schema"),
+    "DB_POOL_MIN": ("database", "pool_min"),
+    "DB_POOL_MAX": ("database", "pool_max"),
+    "DB_TIMEOUT_S": ("database", "timeout_s"),
+    "EMBED_MODEL": ("embedding", "model"),
+    "EMBED_THREADS": ("embedding", "threads"),
+    "EMBED_BATCH_SIZE": ("embedding", "batch_size"),
+    "EMBED_BATCH_WAIT_MS": ("embedding", "batch_wait_ms"),
+    "CORPUS_DIR": ("ingest", "corpus_dir"),
+    "CHUNK_MAX_TOKENS": ("ingest", "chunk_max_tokens"),
+    "RETRIEVAL_K": ("retrieval", "k"),
+    "RETRIEVAL_MODE": ("retrieval", "mode"),
+    "HNSW_MIN_PASSAGES": ("retrieval", "hnsw_min_passages"),
+    "GATE_THRESHOLD": ("gate", "threshold"),
+    "GATE_MIN_CLAIM": ("gate", "min_claim"),
+    "TURNSTILE_SECRET_KEY": ("guards", "turnstile_secret_key"),
+    "TURNSTILE_SITE_KEY": ("guards", "turnstile_site_key"),
+    "TURNSTILE_VERIFY_URL": ("guards", "turnstile_verify_url"),
+    "TURNSTILE_TIMEOUT_S": ("guards", "turnstile_timeout_s"),
+    "RATE_LIMIT_PER_HOUR": ("guards", "rate_limit_per_hour"),
+    "RATE_LIMIT_PER_HOUR_API_KEY": ("guards", "rate_limit_per_hour_api_key"),
+    "TRUSTED_PROXIES": ("guards", "trusted_proxies"),
+    "CACHE_TTL_S": ("guards", "cache_ttl_s"),
+    "DAILY_BUDGET_USD": ("guards", "daily_budget_usd"),
+    "ANTHROPIC_API_KEY": ("anthropic", "api_key"),
+    "ANTHROPIC_BASE_URL": ("anthropic", "base_url"),
+    "ANTHROPIC_MODEL": ("anthropic", "model"),
+    "ANTHROPIC_TIMEOUT_S": ("anthropic", "timeout_s"),
+    "ANTHROPIC_MAX_RETRIES": ("anthropic", "max_retries"),
+}
+# with_overrides' names: the variables in lower case.
+_WHERE = {var.lower(): where for var, where in VARIABLES.items()}
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Build Settings from environment variables; a bad value raises SettingsError naming the variable."""
     env = os.environ if environ is None else environ
-    values: dict[str, object] = {}
     defaults = Settings()
-    for field, var in _FIELD_ENV.items():
+    top: dict[str, object] = {}
+    grouped: dict[str, dict[str, object]] = {}
+    for var, (group, field) in VARIABLES.items():
         raw = env.get(var)
         if raw is None or raw.strip() == "":
             continue
-        default = getattr(defaults, field)
-        values[field] = _coerce(var, raw, default)
-    if "profile" not in values:
-        values["profile"] = "anthropic" if values.get("anthropic_api_key") else "local"
+        default = getattr(defaults if group is None else getattr(defaults, group), field)
+        (top if group is None else grouped.setdefault(group, {}))[field] = _coerce(var, raw, default)
+    top.setdefault("profile", "anthropic" if grouped.get("anthropic", {}).get("api_key") else "local")
     try:
-        settings = msgspec.convert(values, Settings, strict=False)
+        settings = msgspec.convert({**top, **grouped}, Settings, strict=False)
     except msgspec.ValidationError as exc:
         raise SettingsError(_explain(str(exc))) from None
     _validate(settings)
@@ -142,48 +245,46 @@ def _coerce(var: str, raw: str, default: object) -> object:
 
 
 def _explain(message: str) -> str:
-    # msgspec says "... at `$.retrieval_mode`"; name the environment variable instead.
-    for field, var in _FIELD_ENV.items():
-        if f"$.{field}`" in message:
+    # msgspec says "... at `$.gate.threshold`"; name the environment variable instead.
+    for var, (group, field) in VARIABLES.items():
+        if f"$.{field if group is None else f'{group}.{field}'}`" in message:
             return f"{var}: {message.split(' - at ')[0]}"
     return message
 
 
 def _validate(s: Settings) -> None:
+    server, db, embedding, guards = s.server, s.database, s.embedding, s.guards
     checks: list[tuple[bool, str]] = [
-        (1 <= s.port <= 65535, f"PORT must be between 1 and 65535, got {s.port}"),
-        (1 <= s.retrieval_k <= 50, f"RETRIEVAL_K must be between 1 and 50, got {s.retrieval_k}"),
-        (0.0 <= s.gate_threshold <= 1.0, f"GATE_THRESHOLD must be within [0, 1], got {s.gate_threshold}"),
-        (0.0 <= s.gate_min_claim <= 1.0, f"GATE_MIN_CLAIM must be within [0, 1], got {s.gate_min_claim}"),
-        (s.max_question_chars > 0, "MAX_QUESTION_CHARS must be positive"),
-        (s.embed_threads >= 1, "EMBED_THREADS must be at least 1"),
-        (s.embed_batch_size >= 1, "EMBED_BATCH_SIZE must be at least 1"),
-        (s.embed_batch_wait_ms >= 0, "EMBED_BATCH_WAIT_MS must not be negative"),
-        (s.chunk_max_tokens >= 32, "CHUNK_MAX_TOKENS must be at least 32"),
-        (s.rate_limit_per_hour >= 0, "RATE_LIMIT_PER_HOUR must not be negative"),
-        (s.rate_limit_per_hour_api_key >= 0, "RATE_LIMIT_PER_HOUR_API_KEY must not be negative"),
-        (s.cache_ttl_s >= 0, "CACHE_TTL_S must not be negative"),
-        (s.daily_budget_usd >= 0, "DAILY_BUDGET_USD must not be negative"),
-        (s.anthropic_timeout_s > 0, "ANTHROPIC_TIMEOUT_S must be positive"),
-        (0 <= s.anthropic_max_retries <= 5, "ANTHROPIC_MAX_RETRIES must be between 0 and 5"),
-        (s.db_pool_min >= 1 and s.db_pool_max >= s.db_pool_min, "DB_POOL_MIN/DB_POOL_MAX are inconsistent"),
-        (s.ask_concurrency >= 1, "ASK_CONCURRENCY must be at least 1"),
-        (s.ask_queue_max >= 0, "ASK_QUEUE_MAX must not be negative"),
-        (s.ask_queue_timeout_s > 0, "ASK_QUEUE_TIMEOUT_S must be positive"),
-        (s.request_header_timeout_s > 0, "REQUEST_HEADER_TIMEOUT_S must be positive"),
-        (
-            s.db_schema.replace("_", "").isalnum(),
-            f"DB_SCHEMA must be a plain identifier, got {s.db_schema!r}",
-        ),
+        (1 <= server.port <= 65535, f"PORT must be between 1 and 65535, got {server.port}"),
+        (server.max_question_chars > 0, "MAX_QUESTION_CHARS must be positive"),
+        (server.ask_concurrency >= 1, "ASK_CONCURRENCY must be at least 1"),
+        (server.ask_queue_max >= 0, "ASK_QUEUE_MAX must not be negative"),
+        (server.ask_queue_timeout_s > 0, "ASK_QUEUE_TIMEOUT_S must be positive"),
+        (server.request_header_timeout_s > 0, "REQUEST_HEADER_TIMEOUT_S must be positive"),
+        (db.pool_min >= 1 and db.pool_max >= db.pool_min, "DB_POOL_MIN/DB_POOL_MAX are inconsistent"),
+        (db.schema.replace("_", "").isalnum(), f"DB_SCHEMA must be a plain identifier, got {db.schema!r}"),
+        (embedding.threads >= 1, "EMBED_THREADS must be at least 1"),
+        (embedding.batch_size >= 1, "EMBED_BATCH_SIZE must be at least 1"),
+        (embedding.batch_wait_ms >= 0, "EMBED_BATCH_WAIT_MS must not be negative"),
+        (s.ingest.chunk_max_tokens >= 32, "CHUNK_MAX_TOKENS must be at least 32"),
+        (1 <= s.retrieval.k <= 50, f"RETRIEVAL_K must be between 1 and 50, got {s.retrieval.k}"),
+        (0.0 <= s.gate.threshold <= 1.0, f"GATE_THRESHOLD must be within [0, 1], got {s.gate.threshold}"),
+        (0.0 <= s.gate.min_claim <= 1.0, f"GATE_MIN_CLAIM must be within [0, 1], got {s.gate.min_claim}"),
+        (guards.rate_limit_per_hour >= 0, "RATE_LIMIT_PER_HOUR must not be negative"),
+        (guards.rate_limit_per_hour_api_key >= 0, "RATE_LIMIT_PER_HOUR_API_KEY must not be negative"),
+        (guards.cache_ttl_s >= 0, "CACHE_TTL_S must not be negative"),
+        (guards.daily_budget_usd >= 0, "DAILY_BUDGET_USD must not be negative"),
+        (s.anthropic.timeout_s > 0, "ANTHROPIC_TIMEOUT_S must be positive"),
+        (0 <= s.anthropic.max_retries <= 5, "ANTHROPIC_MAX_RETRIES must be between 0 and 5"),
     ]
     for ok, message in checks:
         if not ok:
             raise SettingsError(message)
-    if s.profile == "anthropic" and not s.anthropic_api_key:
+    if s.profile == "anthropic" and not s.anthropic.api_key:
         raise SettingsError("PROFILE=anthropic needs ANTHROPIC_API_KEY")
-    if s.database_url is not None and not s.database_url.startswith(("postgres://", "postgresql://")):
+    if db.url is not None and not db.url.startswith(("postgres://", "postgresql://")):
         raise SettingsError("DATABASE_URL must start with postgres:// or postgresql://")
-    for proxy in s.trusted_proxies:
+    for proxy in guards.trusted_proxies:
         try:
             ipaddress.ip_network(proxy, strict=False)
         except ValueError:

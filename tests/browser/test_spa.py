@@ -300,7 +300,7 @@ async def corpus_schema(
     pool = await create_pool(pg_dsn, settings)
     try:
         await migrate(pool)
-        await ingest(Store(pool), root, lambda: embedder, settings.embed_model)
+        await ingest(Store(pool), root, lambda: embedder, settings.embedding.model)
     finally:
         await pool.close()
     try:
@@ -309,7 +309,7 @@ async def corpus_schema(
         shutil.rmtree(root, ignore_errors=True)
         conn = await asyncpg.connect(pg_dsn)
         try:
-            await conn.execute(f'DROP SCHEMA IF EXISTS "{settings.db_schema}" CASCADE')
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{settings.database.schema}" CASCADE')
         finally:
             await conn.close()
 

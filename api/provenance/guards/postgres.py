@@ -23,9 +23,11 @@ class PostgresGuards:
     def __init__(self, settings: Settings, store: GuardStore) -> None:
         self.settings = settings
         self.store = store
-        self.proxies = parse_networks(settings.trusted_proxies)
-        self.limiter = RateLimiter(store, settings.rate_limit_per_hour, settings.rate_limit_per_hour_api_key)
-        self.cache = AnswerCache(store, settings.cache_ttl_s)
+        self.proxies = parse_networks(settings.guards.trusted_proxies)
+        self.limiter = RateLimiter(
+            store, settings.guards.rate_limit_per_hour, settings.guards.rate_limit_per_hour_api_key
+        )
+        self.cache = AnswerCache(store, settings.guards.cache_ttl_s)
         self.spend = SpendCap(store, settings)
         self._http: httpx.AsyncClient | None = None
 
@@ -34,7 +36,7 @@ class PostgresGuards:
         # connections instead of paying a TLS handshake per question.
         if self._http is None:
             self._http = httpx.AsyncClient(
-                timeout=self.settings.turnstile_timeout_s,
+                timeout=self.settings.guards.turnstile_timeout_s,
                 limits=httpx.Limits(max_connections=50, max_keepalive_connections=10),
                 follow_redirects=False,
             )
@@ -61,16 +63,16 @@ class PostgresGuards:
                 return BotCheckResult(stage, unauthorized=True)
             stage = BotCheckStage(status="ok", ms=timer.ms, detail=checked.detail, method="api_key")
             return BotCheckResult(stage, client_key=f"key:{checked.name}")
-        secret = self.settings.turnstile_secret_key
+        secret = self.settings.guards.turnstile_secret_key
         if not secret:
             return BotCheckResult(BotCheckStage(detail="TURNSTILE_SECRET_KEY is not set"))
         verdict = await verify_turnstile(
             self._client(),
-            self.settings.turnstile_verify_url,
+            self.settings.guards.turnstile_verify_url,
             secret,
             turnstile_token,
             peer_ip,
-            self.settings.turnstile_timeout_s,
+            self.settings.guards.turnstile_timeout_s,
         )
         stage = BotCheckStage(
             status="ok" if verdict.ok else "blocked", ms=timer.ms, detail=verdict.detail, method="turnstile"

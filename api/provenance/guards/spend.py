@@ -33,7 +33,7 @@ def request_estimate_usd(profile: Profile, settings: Settings) -> float:
     worst case, over as many passage tokens as retrieval can return."""
     if profile.worst_case is None:
         return 0.0
-    passage_tokens = settings.retrieval_k * settings.chunk_max_tokens
+    passage_tokens = settings.retrieval.k * settings.ingest.chunk_max_tokens
     return round(sum(cost_usd(call) for call in profile.worst_case(passage_tokens)), 6)
 
 
@@ -41,7 +41,7 @@ class SpendCap:
     def __init__(self, store: GuardStore, settings: Settings) -> None:
         self.store = store
         self.settings = settings
-        self.budget_usd = settings.daily_budget_usd
+        self.budget_usd = settings.guards.daily_budget_usd
 
     async def reserve(self, profile: Profile) -> Reservation:
         timer = Timer()

@@ -60,14 +60,14 @@ class ModelOutputError(ModelError):
 
 def make_client(settings: Settings) -> AsyncAnthropic:
     """One client per process: it owns the connection pool, so the profile's classes share it."""
-    if not settings.anthropic_api_key:
+    if not settings.anthropic.api_key:
         raise ModelError("the anthropic profile needs ANTHROPIC_API_KEY")
     return AsyncAnthropic(
-        api_key=settings.anthropic_api_key,
+        api_key=settings.anthropic.api_key,
         # None lets the SDK use its default endpoint (or ANTHROPIC_BASE_URL, which it reads itself).
-        base_url=settings.anthropic_base_url or None,
-        timeout=settings.anthropic_timeout_s,
-        max_retries=settings.anthropic_max_retries,
+        base_url=settings.anthropic.base_url or None,
+        timeout=settings.anthropic.timeout_s,
+        max_retries=settings.anthropic.max_retries,
     )
 
 
@@ -477,7 +477,7 @@ class AnthropicModels(msgspec.Struct, frozen=True):
 
 def build_anthropic_models(settings: Settings, client: AsyncAnthropic | None = None) -> AnthropicModels:
     client = client or make_client(settings)
-    model = settings.anthropic_model
+    model = settings.anthropic.model
     return AnthropicModels(
         client=client,
         screener=AnthropicScreener(client, model),
