@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
 
-from provenance.embedder import BatchingEmbedder, Embedder, embed_query_async
+from provenance.embedder import BatchingEmbedder, Embedder, embed_query_async, one_request
+from provenance.ingest import ingest
+from provenance.pipeline import Pipeline
+from provenance.profiles.local import build_local_profile
+from provenance.settings import REPO_ROOT, Settings
 
 QUESTIONS = [
     "How much does a standard locker cost per month?",
@@ -28,13 +33,16 @@ class Counting:
         self.model_name = inner.model_name
         self.dim = inner.dim
         self.calls: list[int] = []  # texts per call
+        self.queries: list[str] = []  # every text embedded, by either method
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         self.calls.append(len(texts))
+        self.queries.extend(texts)
         return self.inner.embed_documents(texts)
 
     def embed_query(self, text: str) -> np.ndarray:
         self.calls.append(1)
+        self.queries.append(text)
         return self.inner.embed_query(text)
 
     def count_tokens(self, text: str) -> int:
@@ -61,22 +69,49 @@ async def test_concurrent_queries_run_as_one_batch_with_the_single_vectors(
 async def test_a_text_embedded_once_per_request_however_many_stages_ask(embedder: Embedder) -> None:
     counting = Counting(embedder)
     batching = BatchingEmbedder(counting, wait_s=0.0)
-    first = await embed_query_async(batching, QUESTIONS[0])
-    # Screening, retrieval, the generator and the verifier each ask for the question's vector.
-    again = [await embed_query_async(batching, QUESTIONS[0]), batching.embed_query(QUESTIONS[0])]
+    with one_request():
+        first = await embed_query_async(batching, QUESTIONS[0])
+        # Screening, retrieval, the generator and the verifier each ask for the question's vector; the
+        # verifier from a worker thread, which sees the request's memo through the copied context.
+        again = [
+            await embed_query_async(batching, QUESTIONS[0]),
+            batching.embed_query(QUESTIONS[0]),
+            await asyncio.to_thread(batching.embed_query, QUESTIONS[0]),
+        ]
     assert counting.calls == [1]
     assert all(v is first for v in again)
     assert not first.flags.writeable  # shared, so nobody may change it in place
 
 
-async def test_the_memo_forgets_the_oldest_texts(embedder: Embedder) -> None:
+async def test_requests_do_not_share_what_they_embedded(embedder: Embedder) -> None:
     counting = Counting(embedder)
-    batching = BatchingEmbedder(counting, wait_s=0.0, memo_size=2)
-    for q in QUESTIONS[:3]:
-        batching.embed_query(q)
-    batching.embed_query(QUESTIONS[2])  # still held
-    batching.embed_query(QUESTIONS[0])  # forgotten: embedded again
-    assert counting.calls == [1, 1, 1, 1]
+    batching = BatchingEmbedder(counting, wait_s=0.0)
+
+    async def request() -> np.ndarray:
+        with one_request():
+            return await embed_query_async(batching, QUESTIONS[0])
+
+    await asyncio.gather(request(), request())
+    await request()
+    batching.embed_query(QUESTIONS[0])  # outside any request: no memo at all
+    batching.embed_query(QUESTIONS[0])
+    assert sum(counting.calls) == 5
+
+
+async def test_one_pipeline_request_embeds_its_question_once(embedder: Embedder, fresh_store: Any) -> None:
+    """The real local pipeline: screening, retrieval, the generator and the verifier all read the question's
+    vector, and the model is asked for it once."""
+    counting = Counting(embedder)
+    batching = BatchingEmbedder(counting, wait_s=0.0)
+    await ingest(fresh_store, REPO_ROOT / "corpus", lambda: batching, batching.model_name)
+    pipeline = Pipeline(Settings(), fresh_store, batching, build_local_profile(batching))
+    await pipeline.refresh_corpus()
+    question = "How much does a standard locker cost per month?"
+    counting.queries.clear()
+    outcome = await pipeline.ask(question, request_id="memo", use_cache=False)
+    assert outcome.response.status == "answered"
+    # Whatever else was embedded (claims, passage sentences), the question itself once.
+    assert counting.queries.count(question) == 1
 
 
 async def test_a_failing_model_call_fails_every_caller_in_its_batch(embedder: Embedder) -> None:
@@ -88,5 +123,5 @@ async def test_a_failing_model_call_fails_every_caller_in_its_batch(embedder: Em
     results = await asyncio.gather(*(batching.aembed_query(q) for q in QUESTIONS[:3]), return_exceptions=True)
     assert all(isinstance(r, RuntimeError) for r in results)
     # Nothing failed is remembered: the next call tries the model again.
-    with pytest.raises(RuntimeError):
+    with one_request(), pytest.raises(RuntimeError):
         await batching.aembed_query(QUESTIONS[0])

@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Protocol
 
@@ -132,39 +133,50 @@ def get_embedder(model_name: str, cache_root: Path, threads: int = 2, batch_size
         return _instances[key]
 
 
-class BatchingEmbedder:
-    """An embedder whose async queries from concurrent requests run together, and which embeds a text it
-    has just embedded only once.
+# The texts embedded for the request in progress. Set per request (`one_request`), so "embed once" holds
+# within a request and nothing leaks between them: a later request that asks the same question (with the
+# answer cache off, or for another corpus) pays for its own embedding, as a benchmark should see it. Tasks
+# and worker threads the request starts copy the context, and with it this same dict.
+_REQUEST_VECTORS: ContextVar[dict[str, np.ndarray] | None] = ContextVar("request_vectors", default=None)
 
-    One question is embedded by screening, retrieval, the generator and the verifier in turn: the memo
-    makes that one model call. Queries of concurrent requests go through a micro-batcher, so on 2 cores
-    eight requests make one batched call instead of eight single ones (a batch of 8 costs about half as
-    much per text; its vectors equal the single ones, which the tests check).
+
+@contextmanager
+def one_request() -> Iterator[None]:
+    """The scope of one request's embedding memo (the pipeline opens one per question)."""
+    token = _REQUEST_VECTORS.set({})
+    try:
+        yield
+    finally:
+        _REQUEST_VECTORS.reset(token)
+
+
+class BatchingEmbedder:
+    """An embedder whose async queries from concurrent requests run together, and which embeds a text once
+    per request.
+
+    One question is embedded by screening, retrieval, the generator and the verifier in turn: within
+    `one_request()` that is one model call. Queries of concurrent requests go through a micro-batcher, so
+    on 2 cores several requests make one batched call instead of one each (a batch of 8 costs about half
+    as much per text; its vectors equal the single ones, which the tests check).
     """
 
-    def __init__(self, inner: Embedder, wait_s: float = 0.002, memo_size: int = 512, max_rows: int = 32) -> None:
+    def __init__(self, inner: Embedder, wait_s: float = 0.002, max_rows: int = 32) -> None:
         self.inner = inner
         self.model_name = inner.model_name
         self.dim = inner.dim
-        self.memo_size = memo_size
-        self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._memo_lock = threading.Lock()
         self.batcher: MicroBatcher[str] = MicroBatcher(self._embed_rows, wait_s=wait_s, max_rows=max_rows)
 
-    def _remembered(self, text: str) -> np.ndarray | None:
-        with self._memo_lock:
-            vector = self._memo.get(text)
-            if vector is not None:
-                self._memo.move_to_end(text)
-            return vector
+    @staticmethod
+    def _remembered(text: str) -> np.ndarray | None:
+        memo = _REQUEST_VECTORS.get()
+        return None if memo is None else memo.get(text)
 
-    def _remember(self, text: str, vector: np.ndarray) -> None:
-        vector.flags.writeable = False  # shared by every caller that asks again
-        with self._memo_lock:
-            self._memo[text] = vector
-            self._memo.move_to_end(text)
-            while len(self._memo) > self.memo_size:
-                self._memo.popitem(last=False)
+    @staticmethod
+    def _remember(text: str, vector: np.ndarray) -> None:
+        memo = _REQUEST_VECTORS.get()
+        if memo is not None:
+            vector.flags.writeable = False  # shared by every stage that asks again
+            memo[text] = vector
 
     def _embed_rows(self, texts: list[str]) -> list[np.ndarray]:
         return list(self.inner.embed_documents(texts))

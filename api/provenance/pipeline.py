@@ -18,7 +18,7 @@ import msgspec
 from provenance import text as T
 from provenance.admission import Admission
 from provenance.corpora import default_of
-from provenance.embedder import Embedder
+from provenance.embedder import Embedder, one_request
 from provenance.errors import UnknownCorpus
 from provenance.guards.base import Guards, NoGuards, RateLimitResult
 from provenance.logs import get_logger
@@ -274,7 +274,10 @@ class Pipeline:
 
             usages: list[Usage] = []
             try:
-                outcome = await self._answer(run, usages)
+                # Every stage that embeds the question (screening, retrieval, generator, verifier) shares one
+                # embedding of it.
+                with one_request():
+                    outcome = await self._answer(run, usages)
             except ModelError as exc:
                 log.warning("model error", error=str(exc))
                 # A call that was billed but gave unusable output (ModelOutputError) still costs its usage.
