@@ -897,7 +897,7 @@ def render(report: Report, run: Run) -> str:
         "",
         f"- Machine: {report.machine}.",
         f"- Load average (1/5/15 min) before the run: {report.load_before}; after: {report.load_after}. The "
-        "machine is shared with other engineers' work (a training job among it), so other work competed for "
+        "machine is shared with other engineers' work, so other work may have competed for "
         "the two cores; compare latencies only at similar load.",
         f"- Run time: {report.wall_s:.0f} s in all, {run.duration_s:.0f} s of mixed traffic. Embedded "
         "PostgreSQL 18 + pgvector, two `provenance serve` subprocesses (one worker each) and the load "
