@@ -433,3 +433,17 @@ def test_the_profile_declares_its_own_worst_case(fake_anthropic: FakeAnthropic, 
     assert all(c.input_tokens == 2000 + 1500 and c.output_tokens == 1536 for c in calls)
     local = build_local_profile(embedder)
     assert local.worst_case is None and not local.paid
+
+
+def test_each_profile_says_how_it_screens_and_what_keys_its_cached_answers(
+    fake_anthropic: FakeAnthropic, embedder: Embedder
+) -> None:
+    settings = fake_anthropic.settings()
+    paid = build_anthropic_profile(settings, embedder)
+    other_model = build_anthropic_profile(settings.with_overrides(anthropic_model="claude-other"), embedder)
+    local = build_local_profile(embedder)
+    # Claude screens the question alone, alongside retrieval; the local screener weighs the passages.
+    assert not paid.screener_reads_passages and local.screener_reads_passages
+    # Another model's answers are never served from the cache: the model is in the key, by the profile's word.
+    assert paid.cache_tag == settings.anthropic.model and other_model.cache_tag == "claude-other"
+    assert local.cache_tag == ""

@@ -23,9 +23,18 @@ PAID = Profile(
     generator=None,
     verifier=None,
     worst_case=ANTHROPIC.worst_case,
+    screener_reads_passages=False,
     decompose_and_verify=object(),
 )
-LOCAL = Profile(name="local", screener=None, generator=None, verifier=None, worst_case=None, decomposer=object())
+LOCAL = Profile(
+    name="local",
+    screener=None,
+    generator=None,
+    verifier=None,
+    worst_case=None,
+    screener_reads_passages=True,
+    decomposer=object(),
+)
 CALL = Usage(model="claude-haiku-4-5", input_tokens=1000, output_tokens=200)  # $0.002
 
 

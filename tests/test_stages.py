@@ -303,7 +303,9 @@ async def test_decompose_detail_is_none_without_drops() -> None:
 
 def test_a_profile_makes_claims_exactly_one_way() -> None:
     with pytest.raises(ValueError, match="exactly one"):
-        Profile(name="neither", screener=None, generator=None, verifier=None, worst_case=None)
+        Profile(
+            name="neither", screener=None, generator=None, verifier=None, worst_case=None, screener_reads_passages=True
+        )
     with pytest.raises(ValueError, match="exactly one"):
         Profile(
             name="both",
@@ -311,6 +313,7 @@ def test_a_profile_makes_claims_exactly_one_way() -> None:
             generator=None,
             verifier=None,
             worst_case=None,
+            screener_reads_passages=True,
             decomposer=FixedDecomposer([]),
             decompose_and_verify=object(),
         )

@@ -155,9 +155,8 @@ class Pipeline:
     def settings_fingerprint(self) -> str:
         s = self.settings
         return (
-            f"{self.profile.name}|{s.anthropic.model if self.profile.paid else ''}|{s.embedding.model}|"
+            f"{self.profile.name}|{self.profile.cache_tag}|{s.embedding.model}|"
             f"{s.retrieval.k}|{s.retrieval.mode}|{s.gate.threshold}|{s.gate.min_claim}"
-            + ("|trained" if s.local_models == "trained" else "")
         )
 
     async def ask(
@@ -295,8 +294,9 @@ class Pipeline:
         s, stages, question = self.settings, run.stages, run.question
 
         # 7. Screening by the classifier (the deny-list ran before admission), with retrieval and then the
-        # quarantine of what the passages say to the model. Free local work (embedding and retrieval) runs
-        # alongside a paid classifier call; the local classifier needs the scores of what the quarantine left.
+        # quarantine of what the passages say to the model. A screener that reads the passages (the local
+        # one weighs the question against what the quarantine left) waits for them; any other (a model
+        # call) runs alongside embedding and retrieval.
         retrieval_task = asyncio.create_task(
             retrieve(
                 question,
@@ -310,7 +310,7 @@ class Pipeline:
         )
         screen_timer = Timer()
         try:
-            if self.profile.paid:
+            if not self.profile.screener_reads_passages:
                 screened = await screen_classifier(question, self.profile.screener, [])
                 retrieval: RetrievalOutcome = await retrieval_task
                 held = quarantine(retrieval.passages)

@@ -108,6 +108,13 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     # budget before the request runs. None for a profile whose calls all run on this machine and cost nothing.
     # Required, so that no profile is taken for free by omission.
     worst_case: Callable[[int], Sequence[Usage]] | None
+    # Whether the screener reads the retrieved passages (the local one weighs the question against them), so
+    # screening waits for retrieval; otherwise the two run side by side. Required, like worst_case: a
+    # profile that got it wrong would screen without the evidence it needs, or wait for nothing.
+    screener_reads_passages: bool
+    # What, beside its name, changes this profile's answers (the model it calls, its verifier's weights): part
+    # of the answer cache's key, so that an answer is never served from another model.
+    cache_tag: str = ""
     # How the answer becomes claims, exactly one of the two: a decomposer, or one model call that gives the
     # claims with the model's own entailment verdicts, which then count beside `verifier`'s.
     decomposer: Decomposer | None = None

@@ -499,6 +499,8 @@ def build_anthropic_profile(settings: Settings, embedder: Embedder, client: Asyn
             generator=models.generator,
             verifier=build_trained_verifier(),
             worst_case=models.worst_case,
+            screener_reads_passages=False,
+            cache_tag=f"{settings.anthropic.model}|trained",
             decompose_and_verify=models.decompose_and_verify,
         )
     sentences = SentenceEmbeddings(embedder)
@@ -510,6 +512,9 @@ def build_anthropic_profile(settings: Settings, embedder: Embedder, client: Asyn
         verifier=local_verifier,
         on_corpus=local_verifier.extractor.set_corpus,
         worst_case=models.worst_case,
+        # Claude screens the question alone, alongside retrieval.
+        screener_reads_passages=False,
+        cache_tag=settings.anthropic.model,
         # The local verifier runs after the combined model call, on the critical path: have the passages'
         # sentence vectors ready (start-up warms them in the background) rather than embed them then.
         warmup=lambda texts: warm_sentences(sentences, texts),

@@ -218,6 +218,7 @@ def build_local_profile(embedder: Embedder, models: LocalModels = "features", ga
         verifier=verifier,
         # Every call runs on this machine: nothing is paid for, so the spend cap holds nothing back.
         worst_case=None,
+        screener_reads_passages=True,
         decomposer=SentenceDecomposer(),
         warmup=lambda texts: warm_sentences(sentences, texts),
         on_corpus=verifier.extractor.set_corpus,

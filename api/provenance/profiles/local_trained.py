@@ -70,5 +70,7 @@ def build_trained_local_profile(screener: Screener, decomposer: Decomposer) -> P
         verifier=build_trained_verifier(),
         # The reader and the verifier run on this machine: nothing is paid for.
         worst_case=None,
+        screener_reads_passages=True,
+        cache_tag="trained",
         decomposer=decomposer,
     )
