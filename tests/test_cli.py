@@ -180,11 +180,13 @@ def test_a_warm_make_run_prints_the_two_lines_the_readme_promises(tmp_path: Path
     assert "initdb" in transcript and "pg_ctl" in transcript
 
 
-def test_http_client_requests_are_logged_only_when_debugging(live_server: LiveServer) -> None:
-    # What the anthropic profile and the Turnstile check send goes through httpx, which logs each request at INFO.
+@pytest.mark.parametrize("client", ["httpx", "httpx2"])
+def test_http_client_requests_are_logged_only_when_debugging(live_server: LiveServer, client: str) -> None:
+    # What the Turnstile check sends goes through httpx, and the anthropic SDK's calls through its fork httpx2;
+    # both log each request at INFO, as plain text among our JSON lines.
     script = (
-        "import sys, httpx; from provenance.logs import configure_logging; configure_logging(sys.argv[1]); "
-        "httpx.get(sys.argv[2])"
+        f"import sys, {client}; from provenance.logs import configure_logging; configure_logging(sys.argv[1]); "
+        f"{client}.get(sys.argv[2])"
     )
     url = f"{live_server.url}/healthz"
     quiet = subprocess.run([sys.executable, "-c", script, "info", url], capture_output=True, text=True, timeout=60)

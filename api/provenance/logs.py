@@ -9,7 +9,8 @@ from typing import Any
 
 import structlog
 
-_CHATTY = ("httpx", "httpcore")
+# httpx for Turnstile; the anthropic SDK sends through its own fork, httpx2 (with httpcore2).
+_CHATTY = ("httpx", "httpcore", "httpx2", "httpcore2")
 
 _SECRET_KEYS = {"authorization", "api_key", "apikey", "secret", "token", "turnstile_token", "password"}
 
