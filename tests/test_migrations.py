@@ -63,3 +63,26 @@ async def test_an_applied_migration_edited_afterwards_is_an_error(pg_dsn: str, d
         conn = await asyncpg.connect(pg_dsn)
         await conn.execute(f'DROP SCHEMA "{settings.database.schema}" CASCADE')
         await conn.close()
+
+
+async def test_processes_starting_at_once_on_a_fresh_schema_take_turns(pg_dsn: str) -> None:
+    """Workers, or a server beside the evals, create the schema at the same moment: `IF NOT EXISTS` is not
+    atomic, and without the lock the loser fails on pg_namespace's unique index."""
+    import asyncio
+    import uuid
+
+    from provenance.db import ensure_schema
+
+    schema = f"race_{uuid.uuid4().hex[:8]}"
+    try:
+        for _ in range(3):
+            await asyncio.gather(*(ensure_schema(pg_dsn, schema) for _ in range(8)))
+        conn = await asyncpg.connect(pg_dsn)
+        try:
+            assert await conn.fetchval("SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema) == 1
+        finally:
+            await conn.close()
+    finally:
+        conn = await asyncpg.connect(pg_dsn)
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await conn.close()

@@ -14,6 +14,7 @@ from provenance.settings import REPO_ROOT, Settings
 MIGRATIONS_DIR = REPO_ROOT / "db" / "migrations"
 # Any constant works; it only has to be the same in every process that migrates this database.
 _MIGRATION_LOCK = 727_001
+_SCHEMA_LOCK = 727_002
 # The pool's statements time out after DB_TIMEOUT_S, so that a database that accepts connections but never
 # answers fails a request as fast as one that is down. Operator work (ingest, index builds, migrations)
 # passes this instead: it may rightly run for minutes, and an hour still ends a truly hung one.
@@ -42,7 +43,7 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
 async def create_pool(dsn: str, settings: Settings) -> asyncpg.Pool:
     """A pool whose connections see `settings.database.schema` first, so an eval run can use its own schema."""
-    await ensure_schema(dsn, settings.database.schema)
+    await ensure_schema(dsn, settings.database.schema, settings.database.timeout_s)
     pool = await asyncpg.create_pool(
         dsn,
         min_size=settings.database.pool_min,
@@ -64,14 +65,20 @@ async def create_pool(dsn: str, settings: Settings) -> asyncpg.Pool:
     return pool
 
 
-async def ensure_schema(dsn: str, schema: str) -> None:
-    conn = await asyncpg.connect(dsn)
+async def ensure_schema(dsn: str, schema: str, connect_timeout_s: float = 60.0) -> None:
+    # A database that accepts the connection but never answers fails within the connect timeout (the
+    # start-up handshake is never answered), as a dead one does.
+    conn = await asyncpg.connect(dsn, timeout=connect_timeout_s)
     try:
-        # The vector extension must exist before register_vector can find its type.
-        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
-        if schema != "public":
-            # Identifiers can't be bind parameters; Settings validated the name as a plain identifier.
-            await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        # Two processes starting at once on a fresh database (workers, a server beside the evals) would
+        # race in `IF NOT EXISTS`, which is not atomic: the loser fails on a unique index. Take turns.
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK, timeout=MAINTENANCE_TIMEOUT_S)
+            # The vector extension must exist before register_vector can find its type.
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
+            if schema != "public":
+                # Identifiers can't be bind parameters; Settings validated the name as a plain identifier.
+                await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
     finally:
         await conn.close()
 
