@@ -25,7 +25,7 @@ import httpx
 
 from bench import loadgen
 from bench.common import embedded_data_dir, machine
-from bench.server import _STRIPPED, REPO_ROOT, Server, free_port, load_questions
+from bench.server import REPO_ROOT, Server, bench_environ, free_port, load_questions, stop_process
 
 CONCURRENCY = (1, 8, 32)
 REQUESTS = {1: 1500, 8: 4000, 32: 4000}
@@ -39,8 +39,7 @@ class Floor:
     def __init__(self, server: Server, *, workers: int, http: str, loop: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {k: v for k, v in os.environ.items() if k not in _STRIPPED}
-        env.update(DATA_DIR=str(server.data_dir), LOG_LEVEL="warning")
+        env = bench_environ(DATA_DIR=str(server.data_dir), LOG_LEVEL="warning")
         cmd = [
             sys.executable,
             "-m",
@@ -79,14 +78,7 @@ class Floor:
         raise RuntimeError("the floor app did not answer")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self.log.close()
+        stop_process(self.proc, self.log)
 
 
 @dataclass

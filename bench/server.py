@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import psutil
@@ -85,6 +85,25 @@ def cpu_s(processes: Sequence[psutil.Process]) -> float:
     return total
 
 
+def bench_environ(**env: str) -> dict[str, str]:
+    """This process's environment without the settings the bench must not inherit, plus `env`."""
+    environ = {k: v for k, v in os.environ.items() if k not in _STRIPPED}
+    environ.update(env)
+    return environ
+
+
+def stop_process(proc: subprocess.Popen[bytes], log: IO[str]) -> None:
+    """Stop a uvicorn process as Ctrl-C does (it and its workers shut down), killing it if it won't."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    log.close()
+
+
 class Server:
     """`provenance serve` as a subprocess: it starts (or joins) the embedded Postgres under `data_dir`."""
 
@@ -94,8 +113,7 @@ class Server:
         self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        environ = {k: v for k, v in os.environ.items() if k not in _STRIPPED}
-        environ.update(
+        environ = bench_environ(
             DATA_DIR=str(data_dir),
             CORPUS_DIR=str(REPO_ROOT / "corpus"),
             PROFILE="local",
@@ -170,14 +188,7 @@ class Server:
         return tree(self.proc.pid)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)  # what Ctrl-C does: uvicorn and its workers shut down
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self.log.close()
+        stop_process(self.proc, self.log)
 
     def __enter__(self) -> Server:
         try:
