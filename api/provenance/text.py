@@ -534,6 +534,19 @@ _CLAUSE_SPLIT = re.compile(
 )
 
 
+_ASKS = re.compile(
+    r"^(how|what|what's|when|where|which|who|whom|whose|why|can|could|do|does|did|is|are|was|were|will|"
+    r"would|should|shall|may|might|must|have|has)\b",
+    re.IGNORECASE,
+)
+
+
+def asks(part: str) -> bool:
+    """Whether a part of a question asks something, rather than telling the circumstances: of "I lost my
+    keyfob, how much is a replacement?" only the second part asks."""
+    return _ASKS.match(part) is not None
+
+
 def sub_questions(question: str) -> list[str]:
     """The questions a question asks: "How much is a locker, and can I get a spare key?" is two. A question
     that asks one thing is returned whole."""

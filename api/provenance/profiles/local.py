@@ -153,7 +153,7 @@ class ExtractiveGenerator:
             return ""
         missing = []
         for part in parts:
-            if not _ASKS.match(part):
+            if not T.asks(part):
                 continue  # "I lost my keyfob, how much is a replacement?": the first part only sets the scene
             if not await asyncio.to_thread(self._covered, part, passages):
                 missing.append(part)
@@ -167,14 +167,6 @@ class ExtractiveGenerator:
             return True
         verdict = self.judge.verify_now(part, [ranked[0][1]], passages).verdicts[0]
         return verdict.score >= self.covered_at
-
-
-# A part of a question that asks something (rather than telling the circumstances).
-_ASKS = re.compile(
-    r"^(how|what|what's|when|where|which|who|whom|whose|why|can|could|do|does|did|is|are|was|were|will|"
-    r"would|should|shall|may|might|must|have|has)\b",
-    re.IGNORECASE,
-)
 
 
 def left_out_note(missing: Sequence[str]) -> str:
