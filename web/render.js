@@ -340,6 +340,7 @@ function claimFigures(c) {
 const CAPPED = {
   low_lexical_overlap: 'score held down: few of its words are in any passage',
   number_or_date_not_in_support: 'score held down: it states a number or date its passage does not',
+  question_date_not_in_support: 'score held down: the question asks about a year or month its passage does not cover',
 };
 
 function cappedWords(why) {

@@ -364,7 +364,7 @@ class Pipeline:
         )
         usages.extend(entailed.usages)
         stages.entailment = entailed.stage
-        checked = lexical_check(entailed.claims, passages)
+        checked = lexical_check(entailed.claims, passages, question)
         stages.lexical_check = checked.stage
         verdict = gate(checked.claims, s.gate.threshold, s.gate.min_claim)
         stages.groundedness = verdict

@@ -439,6 +439,38 @@ def months(text: str) -> set[str]:
     )
 
 
+_YEAR_MENTION = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})(?:['’]?s)?(?![\w'’])")
+_CENTURY = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)[ -]centur(?:y|ies)\b", re.IGNORECASE)
+
+
+def _year_span(mention: re.Match[str]) -> tuple[int, int]:
+    """The years a mention covers: "2027" one, "1990s" a decade, "1100s" a century."""
+    year = int(mention.group(1))
+    if not re.search(r"s$", mention.group(0)):
+        return year, year
+    return (year, year + 99) if year % 100 == 0 else (year, year + 9)
+
+
+def _covers_years(text: str, low: int, high: int) -> bool:
+    if any(low <= int(m.group(1)) <= high for m in _YEAR_MENTION.finditer(text)):
+        return True
+    # "the 1100s" is "the 12th century"; a single year is within its century too, but a passage that names
+    # only the century doesn't say which year, so only a century-wide question counts as covered.
+    return high - low == 99 and any(int(c) == low // 100 + 1 for c in _CENTURY.findall(text))
+
+
+def dates_not_covered(question: str, claim: str, support: str) -> list[str]:
+    """The years and months a question pins its subject to that an answer's support never mentions: "the
+    2028 AGM" is not answered by a passage about the 2027 one, nor "the open house in December" by a
+    claim that names March, June and October. A month counts only when the claim names other months (a
+    rule that holds all year answers "can I join in December?"); a year always counts."""
+    missing = [m.group(0) for m in _YEAR_MENTION.finditer(question) if not _covers_years(support, *_year_span(m))]
+    asked_months, claim_months = months(question), months(claim)
+    if asked_months and claim_months and not asked_months & (claim_months | months(support)):
+        missing.extend(sorted(asked_months))
+    return missing
+
+
 def entities(text: str) -> set[str]:
     """Capitalised words that are not sentence-initial: names of people, places, tiers, rooms."""
     found = set()
