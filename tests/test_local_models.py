@@ -82,6 +82,15 @@ async def test_the_reader_says_nothing_when_the_passage_does_not_answer(generato
         assert generation.answer == "" and generation.used_passage_ids == []
 
 
+async def test_a_part_that_only_sets_the_scene_is_not_named_as_left_out(generator: ReaderGenerator) -> None:
+    scene = await generator.generate("I'm new here. How much does a standard locker cost per month?", [LOCKERS])
+    assert "$14" in scene.answer
+    assert "don't cover" not in scene.answer
+    # Two parts that both ask are still read apart, and the one the passage doesn't answer is named.
+    two = await generator.generate("How much does a standard locker cost per month, and can I bring my dog?", [LOCKERS])
+    assert "$14" in two.answer and 'don\'t cover "Can I bring my dog?"' in two.answer
+
+
 async def test_the_verifier_prefers_the_answer_to_a_look_alike(verifier: TrainedVerifier) -> None:
     question = "When did the Normans give their name to Normandy?"
     answer = T.split_sentences(NORMANS.text)[0]

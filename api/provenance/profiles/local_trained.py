@@ -47,7 +47,10 @@ class ReaderGenerator:
 
     async def generate(self, question: str, passages: Sequence[ScoredPassage]) -> Generation:
         usage = Usage(model=self.reader.name)
-        parts = T.sub_questions(question)
+        # A part that only sets the scene ("I lost my keyfob, how much is a replacement?") is read as part
+        # of the question, not on its own: it asks nothing the documents could leave out.
+        asking = [part for part in T.sub_questions(question) if T.asks(part)]
+        parts = asking if len(asking) > 1 else [question]
         hits = await asyncio.gather(*(self._sentence(part, passages) for part in parts))
         found: dict[str, str] = {}
         missing: list[str] = []
