@@ -13,6 +13,7 @@ from train import common
 
 DOC = common.ROOT / "docs" / "models.md"
 MEASURED = "## Measured on the eval suites"
+READER_RUNS = ("reader", "reader2", "reader3")
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -34,16 +35,40 @@ TABLE = "\n".join(
 )
 
 
+def _stage3(summary: dict[str, Any] | None) -> str:
+    if summary is None:
+        return ""
+    return (
+        f"- Stage 3, from stage 2's weights: the reader's own answers on the training articles "
+        f"(`train/candidates.py`: for a sample of the training questions, retrieval of the article's top 4 "
+        f"paragraphs and the reader through the runtime code, the sentences of its best two spans, labelled "
+        f"right when the question is answerable and the sentence holds a reference answer), "
+        f"{summary['reader_answer_pairs']:,} pairs ({summary['reader_answer_supported']:,} right), with as many "
+        f"of stage 2's kinds: {summary['train_pairs']:,} triples, {summary['steps']:,} steps, lr {summary['lr']}; "
+        f"{summary['train_seconds'] / 60:.0f} minutes. Validation ROC AUC on stage 2's held-out triples "
+        f"**{summary['val_auc']:.3f}** ({summary['val_auc_squad']:.3f} SQuAD, {summary['val_auc_halueval']:.3f} "
+        "HaluEval); what it is for, the pipeline's own pairs, is measured under the operating point below.\n"
+    )
+
+
 def main() -> None:
     train_dir = common.ROOT / ".train"
-    reader1 = _load(train_dir / "reader" / "summary.json")
-    # The second epoch's reader ships only when it was exported into the package's data/ (it was better on validation).
-    second = train_dir / "reader2" / "reader-int8.onnx"
-    shipped = common.MODELS / "reader-int8.onnx"
-    two_epochs = second.exists() and common.sha256(second) == common.sha256(shipped)
-    reader = _load(train_dir / "reader2" / "summary.json") if two_epochs else reader1
+    shipped = common.sha256(common.MODELS / "reader-int8.onnx")
+    # Each epoch's run resumes from the one before; the card describes the epochs up to the one that ships.
+    runs = [_load(train_dir / d / "summary.json") for d in READER_RUNS if (train_dir / d / "summary.json").exists()]
+    exported = [train_dir / d / "reader-int8.onnx" for d in READER_RUNS[: len(runs)]]
+    epochs = next((i + 1 for i, f in enumerate(exported) if f.exists() and common.sha256(f) == shipped), 1)
+    runs = runs[:epochs]
+    reader1, reader = runs[0], runs[-1]
     verifier1 = _load(train_dir / "verifier" / "summary.json")
     verifier = _load(train_dir / "verifier2" / "summary.json")
+    stage3_dir = train_dir / "verifier3"
+    stage3 = (
+        _load(stage3_dir / "summary.json")
+        if (stage3_dir / "verifier-int8.onnx").exists()
+        and common.sha256(stage3_dir / "verifier-int8.onnx") == common.sha256(common.MODELS / "verifier-int8.onnx")
+        else None
+    )
     cal = _load(train_dir / "calibration.json")
     chosen = cal["chosen"]
     data = common.MODELS
@@ -54,20 +79,25 @@ def main() -> None:
         for f in files
     )
     val = ", ".join(reader["val_titles"])
-    minutes = (reader1["train_seconds"] + (reader["train_seconds"] if two_epochs else 0)) / 60
-    if two_epochs:
+    minutes = sum(r["train_seconds"] for r in runs) / 60
+
+    def arrow(key: str) -> str:
+        return " → ".join(f"{r[key]:.3f}" for r in runs[:-1]) + (" → " if len(runs) > 1 else "")
+
+    if epochs > 1:
         reader_training = (
-            f"2 epochs of {reader1['steps']:,} steps of batch {reader['batch']}, AdamW lr {reader['lr']}, warm-up 8% "
-            "then linear decay; the second epoch resumes from the first's last checkpoint (weights and optimiser) "
-            "under a two-epoch schedule, so its rate falls from about half the peak to zero (it was added once the "
-            "first epoch's validation figures were in). Batches grouped by length. "
-            f"{minutes:.0f} minutes on 2 cores, shared with the verifier's runs."
+            f"{epochs} epochs of {reader1['steps']:,} steps of batch {reader['batch']}, AdamW lr {reader['lr']}, "
+            "warm-up 8% then linear decay; each epoch after the first resumes from the one before's last checkpoint "
+            "(weights and optimiser) under a schedule as long as all the epochs so far, so its rate starts at the "
+            "share of the peak that schedule has left and falls to zero (each was added once the previous epoch's "
+            "validation figures were in). Batches grouped by length. "
+            f"{minutes:.0f} minutes on 2 cores, shared with other runs."
         )
         reader_validation = (
-            f", after epoch 1 → epoch 2: ROC AUC of the best span's margin over the no-answer score, answerable "
-            f"against unanswerable, {reader1['auc_answerable']:.3f} → **{reader['auc_answerable']:.3f}**; exact "
-            f"match of the best span on answerable questions {reader1['span_exact']:.3f} → {reader['span_exact']:.3f}, "
-            f"F1 {reader1['span_f1']:.3f} → {reader['span_f1']:.3f}."
+            f", epoch by epoch ({' → '.join(str(i) for i in range(1, epochs + 1))}): ROC AUC of the best span's "
+            f"margin over the no-answer score, answerable against unanswerable, {arrow('auc_answerable')}"
+            f"**{reader['auc_answerable']:.3f}**; exact match of the best span on answerable questions "
+            f"{arrow('span_exact')}{reader['span_exact']:.3f}, F1 {arrow('span_f1')}{reader['span_f1']:.3f}."
         )
     else:
         reader_training = (
@@ -126,7 +156,7 @@ Both start from all-MiniLM-L6-v2 (22.7M parameters, Apache-2.0), the full-precis
   {verifier["lr"]}; {verifier["train_seconds"] / 60:.0f} minutes. Validation ROC AUC on stage 2's
   held-out triples (harder and easier kinds together): **{verifier["val_auc"]:.3f}**
   ({verifier["val_auc_squad"]:.3f} SQuAD, {verifier["val_auc_halueval"]:.3f} HaluEval).
-- Max {verifier["max_len"]} tokens.
+{_stage3(stage3)}- Max {verifier["max_len"]} tokens.
 
 ## Operating point (`api/provenance/data/local_models.json`)
 

@@ -12,6 +12,10 @@ Examples (SQuAD by article split, plus HaluEval QA):
 - not supported: another question's answer in the same sentence (wrong type); another sentence of the
   paragraph; for an unanswerable question, the sentence most like it and a span in that sentence (the
   look-alike); HaluEval's hallucinated answer with its knowledge.
+
+Stage 2 (`--stage2-from`) adds easy negatives and changed claims; stage 3 (`--candidates`, from stage 2's
+weights) adds the reader's own answers on the training articles (train/candidates.py), labelled right or
+not: the pairs the verifier is asked about in the pipeline.
 """
 
 from __future__ import annotations
@@ -149,6 +153,24 @@ def stage2_examples(
     return out
 
 
+# The pipeline checks the sentence of the reader's best span; its second best is kept as the nearest
+# alternative, and lower ones (mostly other passages' easy misses) are left out.
+MAX_READER_RANK = 2
+
+
+def reader_answers(path: Path, val_titles: set[str]) -> list[tuple[str, str, int]]:
+    """The reader's answers as the pipeline checks them: a quoted sentence is its own evidence."""
+    out = []
+    for record in common.read_jsonl(path):
+        if record["title"] in val_titles:
+            raise SystemExit(f"{path}: a validation article ({record['title']}) among the candidates")
+        if record["rank"] > MAX_READER_RANK:
+            continue
+        sentence = record["sentence"]
+        out.append((record["question"], f"{sentence} [SEP] {sentence}", int(record["label"])))
+    return out
+
+
 def evaluate(model: Any, tok: Any, pairs: list[tuple[str, str, int]]) -> list[float]:
     import torch
 
@@ -198,6 +220,13 @@ def main() -> None:
     ap.add_argument(
         "--stage2-from", type=Path, default=None, help="continue from this checkpoint on the second stage's data"
     )
+    ap.add_argument(
+        "--candidates",
+        type=Path,
+        default=None,
+        help="the reader's labelled answers on the training articles (train/candidates.py), trained on with "
+        "as many of the second stage's pairs",
+    )
     ap.add_argument("--onnx", type=Path, default=common.MODELS / "verifier-int8.onnx")
     args = ap.parse_args()
 
@@ -219,6 +248,14 @@ def main() -> None:
     train = make(train_rows, halu_train, rng)
     rng.shuffle(train)
     train = train[: args.max_pairs]
+    found: list[tuple[str, str, int]] = []
+    if args.candidates:
+        # The third stage: what the verifier meets in the pipeline (the reader's right answers, its
+        # look-alikes for unanswerable questions, its wrong sentences), kept beside a sample of the earlier
+        # kinds so those aren't forgotten.
+        found = reader_answers(args.candidates, {r["title"] for r in val_rows})
+        train = train[: len(found)] + found
+        rng.shuffle(train)
     val = make(val_rows, halu_val, random.Random(common.SEED + 1))
     common.log(f"verifier: {len(train)} train pairs ({sum(y for *_, y in train)} supported), {len(val)} val pairs")
 
@@ -252,6 +289,8 @@ def main() -> None:
         "val_pairs": len(val),
         "val_titles": val_titles,
         "halueval_train_rows": len(halu_train),
+        "reader_answer_pairs": len(found),
+        "reader_answer_supported": sum(y for *_, y in found),
         "steps": total,
         "batch": BATCH,
         "lr": args.lr,
