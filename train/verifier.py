@@ -158,7 +158,7 @@ def stage2_examples(
 MAX_READER_RANK = 2
 
 
-def reader_answers(path: Path, val_titles: set[str]) -> list[tuple[str, str, int]]:
+def reader_answers(path: Path, val_titles: set[str], rng: random.Random) -> list[tuple[str, str, int]]:
     """The reader's answers as the pipeline checks them: a quoted sentence is its own evidence."""
     out = []
     for record in common.read_jsonl(path):
@@ -168,7 +168,32 @@ def reader_answers(path: Path, val_titles: set[str]) -> list[tuple[str, str, int
             continue
         sentence = record["sentence"]
         out.append((record["question"], f"{sentence} [SEP] {sentence}", int(record["label"])))
+        if rng.random() < TYPO_SHARE:
+            out.append((misspelt(record["question"], rng), f"{sentence} [SEP] {sentence}", int(record["label"])))
     return out
+
+
+# People type questions with slips ("how mcuh is a day pas?"); a share of the pairs is repeated with one.
+TYPO_SHARE = 0.25
+
+
+def misspelt(question: str, rng: random.Random) -> str:
+    """The question with one or two words mistyped (letters swapped, dropped or doubled), sometimes in
+    lower case without its question mark."""
+    words = question.split()
+    long_ones = [i for i, w in enumerate(words) if len(w) >= 4 and w.isalpha()]
+    for i in rng.sample(long_ones, min(len(long_ones), rng.choice([1, 2]))):
+        w, k = words[i], rng.randrange(1, len(words[i]) - 1)
+        kind = rng.choice(["swap", "drop", "double"])
+        if kind == "swap":
+            w = w[:k] + w[k + 1] + w[k] + w[k + 2 :]
+        elif kind == "drop":
+            w = w[:k] + w[k + 1 :]
+        else:
+            w = w[:k] + w[k] + w[k:]
+        words[i] = w
+    out = " ".join(words)
+    return out.lower().rstrip("?") if rng.random() < 0.3 else out
 
 
 def evaluate(model: Any, tok: Any, pairs: list[tuple[str, str, int]]) -> list[float]:
@@ -253,7 +278,7 @@ def main() -> None:
         # The third stage: what the verifier meets in the pipeline (the reader's right answers, its
         # look-alikes for unanswerable questions, its wrong sentences), kept beside a sample of the earlier
         # kinds so those aren't forgotten.
-        found = reader_answers(args.candidates, {r["title"] for r in val_rows})
+        found = reader_answers(args.candidates, {r["title"] for r in val_rows}, rng)
         train = train[: len(found)] + found
         rng.shuffle(train)
     val = make(val_rows, halu_val, random.Random(common.SEED + 1))
