@@ -458,6 +458,9 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         request_max_body_size=settings.server.request_max_body_bytes,
         cors_config=cors,
         debug=False,
+        # Logging is configured once, by configure_logging above: Litestar's default would put a plain-text
+        # handler of its own on the root logger, and asyncpg's and uvicorn's records would bypass the JSON.
+        logging_config=None,
     )
     declare_request_constraints(app.openapi_schema, settings)
     return app
