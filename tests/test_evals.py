@@ -98,3 +98,33 @@ def test_a_partial_answer_is_right_only_when_it_says_what_it_leaves_out() -> Non
     assert answer_right("partial", f'{quoted} The documents don\'t cover "Can I get a spare key cut?".', ["$14"])
     assert answer_right("answerable", quoted, ["$14"]) is True
     assert answer_right("partial", "The documents don't cover lockers.", ["$14"]) is False
+
+
+def test_a_json_record_keeps_the_refused_candidate_and_whether_it_was_right() -> None:
+    from provenance.evals import CaseResult, json_record
+
+    refused = CaseResult(
+        id="x",
+        bucket="answerable",
+        question="How much is a locker?",
+        expect="answer",
+        status="refused",
+        reason="not_grounded",
+        answer=None,
+        citations=[],
+        groundedness=0.65,
+        min_claim=0.65,
+        claim_scores=[0.65],
+        ms=1.0,
+        must_include_any=["$14"],
+        candidate_answer="A standard locker costs $14 per month.",
+    )
+    record = json_record(refused)
+    # Refused, so no answer was shown; the record still says the generator had the right one.
+    assert record["answer"] is None and record["candidate"] == "A standard locker costs $14 per month."
+    assert record["candidateRight"] is True and record["claimScores"] == [0.65]
+    wrong = json_record(msgspec.structs.replace(refused, candidate_answer="Lockers are rented by the month."))
+    assert wrong["candidateRight"] is False
+    gap = json_record(msgspec.structs.replace(refused, expect="refuse", bucket="unanswerable"))
+    assert gap["candidateRight"] is None
+    assert msgspec.json.decode(msgspec.json.encode(record)) == record

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -362,6 +362,27 @@ def render_report(
     return "\n".join(lines) + "\n"
 
 
+def json_record(r: CaseResult) -> dict[str, Any]:
+    """One case as `--json` writes it."""
+    return {
+        "id": r.id,
+        "expect": r.expect,
+        "status": r.status,
+        "reason": r.reason,
+        "answer": r.answer,
+        "citations": r.citations,
+        "groundedness": r.groundedness,
+        "claimScores": r.claim_scores,
+        # What the generator proposed, refused or not, and whether it held a reference answer: what
+        # a failure analysis needs (a refused right answer is the verifier's, a wrong one the reader's).
+        "candidate": r.candidate_answer,
+        "candidateRight": (
+            answer_right(r.bucket, r.candidate_answer, r.must_include_any) if r.expect == "answer" else None
+        ),
+        "ms": r.ms,
+    }
+
+
 # --- orchestration --------------------------------------------------------------------------------
 
 
@@ -432,18 +453,6 @@ async def run_evals(
     )
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        records = [
-            {
-                "id": r.id,
-                "expect": r.expect,
-                "status": r.status,
-                "reason": r.reason,
-                "answer": r.answer,
-                "citations": r.citations,
-                "groundedness": r.groundedness,
-                "ms": r.ms,
-            }
-            for r in results
-        ]
+        records = [json_record(r) for r in results]
         json_out.write_bytes(b"\n".join(msgspec.json.encode(rec) for rec in records) + b"\n")
     return results, score(results)
