@@ -4,12 +4,23 @@ printing its figures without a gate."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import msgspec
 import pytest
 
 from provenance.embedder import Embedder
-from provenance.evals import THRESHOLDS, load_cases, render_report, rescore, run_cases, score, tradeoff_svg
+from provenance.evals import (
+    THRESHOLDS,
+    CaseResult,
+    json_record,
+    load_cases,
+    render_report,
+    rescore,
+    run_cases,
+    score,
+    tradeoff_svg,
+)
 from provenance.ingest import ingest
 from provenance.pipeline import Pipeline
 from provenance.services import Services, build_profile
@@ -40,9 +51,8 @@ async def test_our_suite_never_fabricates_and_blocks_every_attack(corpus_service
     assert all(r.answer is None for r in results if r.status != "answered")
 
 
-def test_rescoring_matches_the_gate() -> None:
-    from provenance.evals import CaseResult
-
+def refused_case(**changes: Any) -> CaseResult:
+    """An answerable case the gate refused, with the right answer among its candidates."""
     r = CaseResult(
         id="x",
         bucket="answerable",
@@ -59,6 +69,11 @@ def test_rescoring_matches_the_gate() -> None:
         must_include_any=["$14"],
         candidate_answer="It costs $14.",
     )
+    return msgspec.structs.replace(r, **changes)
+
+
+def test_rescoring_matches_the_gate() -> None:
+    r = refused_case()
     assert rescore([r], 0.7, 0.4)[0].status == "refused"
     passed = rescore([r], 0.6, 0.4)[0]
     assert passed.status == "answered" and passed.answer_correct is True
@@ -101,23 +116,8 @@ def test_a_partial_answer_is_right_only_when_it_says_what_it_leaves_out() -> Non
 
 
 def test_a_json_record_keeps_the_refused_candidate_and_whether_it_was_right() -> None:
-    from provenance.evals import CaseResult, json_record
-
-    refused = CaseResult(
-        id="x",
-        bucket="answerable",
-        question="How much is a locker?",
-        expect="answer",
-        status="refused",
-        reason="not_grounded",
-        answer=None,
-        citations=[],
-        groundedness=0.65,
-        min_claim=0.65,
-        claim_scores=[0.65],
-        ms=1.0,
-        must_include_any=["$14"],
-        candidate_answer="A standard locker costs $14 per month.",
+    refused = refused_case(
+        min_claim=0.65, claim_scores=[0.65], candidate_answer="A standard locker costs $14 per month."
     )
     record = json_record(refused)
     # Refused, so no answer was shown; the record still says the generator had the right one.

@@ -48,30 +48,41 @@ def holds_answer(sentence: str, answers: list[str]) -> bool:
     return any(_norm(a) and _norm(a) in n for a in answers)
 
 
+class Retrieval:
+    """What retrieval would give the reader: the question's article's paragraphs ranked by the service's
+    embedder, the top K."""
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        from provenance.embedder import LOCAL_MODEL, get_embedder
+
+        self.embedder = get_embedder(LOCAL_MODEL, common.ROOT / ".data")
+        self.by_title: dict[str, list[str]] = {}
+        for r in rows:
+            paragraphs = self.by_title.setdefault(r["title"], [])
+            if r["context"] not in paragraphs:
+                paragraphs.append(r["context"])
+        self.vectors = {t: self.embedder.embed_documents(ps) for t, ps in self.by_title.items()}
+
+    def __call__(self, row: dict[str, Any]) -> list[str]:
+        q = self.embedder.embed_query(row["question"])
+        top = np.argsort(-(self.vectors[row["title"]] @ q))[:K]
+        return [self.by_title[row["title"]][i] for i in top]
+
+
 def collect(
     rows: list[dict[str, Any]], reader_path: Path | None = None, verifier_path: Path | None = None
 ) -> list[dict[str, Any]]:
     from provenance import text as T
     from provenance.cross_encoders import PairVerifier, Reader, get_reader, get_verifier
-    from provenance.embedder import LOCAL_MODEL, get_embedder
 
-    embedder = get_embedder(LOCAL_MODEL, common.ROOT / ".data")
     # A candidate model (a new epoch, say) is measured from its own file before it replaces the shipped one.
     reader = Reader(reader_path) if reader_path else get_reader()
     verifier = PairVerifier(verifier_path) if verifier_path else get_verifier()
-    by_title: dict[str, list[str]] = {}
-    for r in rows:
-        paragraphs = by_title.setdefault(r["title"], [])
-        if r["context"] not in paragraphs:
-            paragraphs.append(r["context"])
-    vectors = {t: embedder.embed_documents(ps) for t, ps in by_title.items()}
+    retrieve = Retrieval(rows)
     out = []
     t0 = time.time()
     for n, r in enumerate(rows, 1):
-        paragraphs = by_title[r["title"]]
-        q = embedder.embed_query(r["question"])
-        top = np.argsort(-(vectors[r["title"]] @ q))[:K]
-        passages = [paragraphs[i] for i in top]
+        passages = retrieve(r)
         spans = reader.read(r["question"], passages)
         record: dict[str, Any] = {"id": r["id"], "answerable": not r["is_impossible"], "margin": None}
         if spans:

@@ -21,10 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from train import common
-from train.calibrate import K, holds_answer
+from train.calibrate import Retrieval, holds_answer
 
 SPANS = 3
 
@@ -32,23 +30,13 @@ SPANS = 3
 def candidates(rows: list[dict[str, Any]], out: Path, reader_path: Path | None) -> None:
     from provenance import text as T
     from provenance.cross_encoders import Reader, get_reader
-    from provenance.embedder import LOCAL_MODEL, get_embedder
 
-    embedder = get_embedder(LOCAL_MODEL, common.ROOT / ".data")
     reader = Reader(reader_path) if reader_path else get_reader()
-    by_title: dict[str, list[str]] = {}
-    for r in rows:
-        paragraphs = by_title.setdefault(r["title"], [])
-        if r["context"] not in paragraphs:
-            paragraphs.append(r["context"])
-    vectors = {t: embedder.embed_documents(ps) for t, ps in by_title.items()}
+    retrieve = Retrieval(rows)
     t0 = time.time()
     with out.open("w", encoding="utf-8") as fh:
         for n, r in enumerate(rows, 1):
-            paragraphs = by_title[r["title"]]
-            q = embedder.embed_query(r["question"])
-            top = np.argsort(-(vectors[r["title"]] @ q))[:K]
-            passages = [paragraphs[i] for i in top]
+            passages = retrieve(r)
             seen: set[str] = set()
             for span in reader.read(r["question"], passages):
                 sentence = T.sentences_around(passages[span.passage_index], span.start, span.end) or span.text
