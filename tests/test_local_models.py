@@ -54,13 +54,9 @@ def test_models_are_committed_small_int8_files() -> None:
     [
         ("How much does a standard locker cost per month?", LOCKERS, "$14"),
         ("When did the Normans give their name to Normandy?", NORMANS, "10th and 11th centuries"),
-        pytest.param(
-            "Who led the Norse raiders?",
-            NORMANS,
-            "Rollo",
-            # A known miss of the shipped reader ("pirates from Denmark"), kept so a better one shows.
-            marks=pytest.mark.xfail(strict=True, reason="the reader picks the raiders' origin, not their leader"),
-        ),
+        # The second epoch's reader answered "pirates from Denmark" here (the raiders' origin); the third's finds
+        # their leader.
+        ("Who led the Norse raiders?", NORMANS, "Rollo"),
         ("Which king did they swear fealty to?", NORMANS, "Charles III"),
     ],
 )

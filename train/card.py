@@ -35,6 +35,12 @@ TABLE = "\n".join(
 )
 
 
+def _margin_note(margin: float) -> str:
+    if margin >= 0:
+        return ""
+    return " (below zero: it answers even where its no-answer score is a little higher, and the verifier decides)"
+
+
 def _stage3(summary: dict[str, Any] | None) -> str:
     if summary is None:
         return ""
@@ -168,7 +174,8 @@ answer.
 - On those answers, ROC AUC right against not: verifier **{cal["auc_verifier"]:.3f}** (answerable vs
   unanswerable), reader margin {cal["auc_reader_margin"]:.3f}.
 - Chosen: the reader answers when its best span beats "no answer" by **{chosen["reader_min_margin"]:.2f}**
-  logits, and the verifier's logit maps to the claim score as sigmoid({chosen["verifier_a"]:.3f} × logit
+  logits{_margin_note(chosen["reader_min_margin"])}, and the verifier's logit maps to the claim score as
+  sigmoid({chosen["verifier_a"]:.3f} × logit
   {chosen["verifier_b"]:+.3f}): the slope is a Platt fit of P(right) on the reader's answers, and the curve is
   anchored so that the gate's 0.70 falls at logit {chosen["verifier_logit"]:.2f}, the operating point. The
   most validation questions any (margin, logit) pair on the grid answers rightly with fabrication at most 8%
@@ -190,9 +197,10 @@ answer.
 
 ## Rebuilding
 
-`make train` (about 1.5 hours on 2 cores; not part of `make test` or CI) creates `.venv-train` from
-`train/requirements.txt`, runs the three trainings above in order (checkpoints in `.train/`, resumable;
-logs in `.train/*.log`), exports int8 ONNX into `api/provenance/data/`, calibrates, and rewrites this page.
+`make train` (about 3 hours on 2 cores; not part of `make test` or CI) creates `.venv-train` from
+`train/requirements.txt`, runs the trainings above in order (checkpoints in `.train/`, resumable; logs in
+`.train/*.log`), exports int8 ONNX, copies the shipped pair into `api/provenance/data/`, calibrates, and
+rewrites this page.
 Seeds are fixed; threads and the machine's load make runs close but not bit-identical.
 """
     # What the suites measured is written by hand below this heading, and kept when the card is rewritten.
