@@ -43,7 +43,8 @@ export function scoreBar(value, { mark = null, tone = 'neutral', label = '', sca
   return h('span', { class: `bar bar--${tone}`, role: 'img', 'aria-label': aria }, parts);
 }
 
-/** The gate's two tests drawn as gauges: mean score vs threshold, weakest claim vs its floor. */
+/** The gate's rules drawn as gauges: mean support vs threshold, weakest claim vs its floor, and the most
+ * relevant claim vs the relevance threshold. */
 export function gateGauge(g) {
   if (!g || (!isNum(g.score) && !isNum(g.minClaim))) return null;
   const row = (name, value, threshold, what) => {
@@ -57,7 +58,8 @@ export function gateGauge(g) {
   };
   return h('div', { class: 'gate', 'data-decision': g.decision || '' },
     row('Mean support', g.score, g.threshold, 'average over all claims'),
-    row('Weakest claim', g.minClaim, g.minClaimThreshold, 'lowest single claim'));
+    row('Weakest claim', g.minClaim, g.minClaimThreshold, 'lowest single claim'),
+    isNum(g.relevance) ? row('Answers the question', g.relevance, g.relevanceThreshold, 'most relevant claim') : null);
 }
 
 /* ---------- the whole response ---------- */
@@ -153,7 +155,7 @@ async function fillCitationPane(pane, c, ctx) {
 function whyBlock(resp, retryAfter) {
   const g = resp.stages?.groundedness;
   const wait = retryAfter ?? resp.stages?.rateLimit?.retryAfterS;
-  const showGate = resp.reason === 'not_grounded' || (g && g.decision === 'fail');
+  const showGate = resp.reason === 'not_grounded' || resp.reason === 'not_an_answer' || (g && g.decision === 'fail');
   return h('section', { class: 'card why', 'data-testid': 'refusal-reason', 'data-reason': resp.reason || '', 'aria-labelledby': 'why-title' },
     h('h3', { id: 'why-title', class: 'card__title', text: resp.status === 'blocked' ? 'Why it was blocked' : 'Why it was refused' }),
     ...explanation(resp.message, showGate),
@@ -214,7 +216,7 @@ function evidenceBlock(resp, ctx) {
   // merely the one the verifier compared the claim with.
   const supports = new Map(); // passage id -> [claim numbers]
   claims.forEach((c, i) => {
-    if (!(c.score >= g.minClaimThreshold)) return;
+    if (!(c.support >= g.minClaimThreshold)) return;
     (c.supportingPassageIds || []).forEach((id) => supports.set(id, [...(supports.get(id) || []), i + 1]));
   });
 
@@ -277,15 +279,27 @@ function passageCard(p, i, ctx, { supports, cited, used }) {
       h('p', { class: 'passage-meta' }, h('code', { text: p.id })))));
 }
 
+/** A claim's two judgments, each in words: is it in the documents, and does it answer the question. */
+function supportVerdict(c, g) {
+  if (c.quoted) return { tone: 'good', words: 'quoted word for word from the documents' };
+  if (c.support >= g.threshold) return { tone: 'good', words: 'the documents say this' };
+  if (c.support >= g.minClaimThreshold) return { tone: 'warn', words: 'the documents may not say this' };
+  return { tone: 'bad', words: "the documents don't say this" };
+}
+
+function relevanceVerdict(c, g) {
+  const threshold = isNum(g.relevanceThreshold) ? g.relevanceThreshold : 0.7;
+  const uncertain = isNum(g.relevanceUncertain) ? g.relevanceUncertain : 0.4;
+  if (c.relevance >= threshold) return { tone: 'good', words: 'answers your question' };
+  if (c.relevance >= uncertain) return { tone: 'warn', words: 'may answer your question — check it' };
+  return { tone: 'info', words: "doesn't answer your question" };
+}
+
 function claimRow(c, i, g, ctx, passageList) {
-  const floor = g.minClaimThreshold;
-  // A sentence quoted from a passage is true to the documents whatever its score: a low score only means it
-  // does not answer what was asked, which is no reason to paint a true sentence red.
-  const offTopicQuote = c.quoted && c.score < floor;
-  const tone = offTopicQuote ? 'info' : c.score >= g.threshold ? 'good' : c.score >= floor ? 'warn' : 'bad';
-  const verdict = offTopicQuote ? 'in the documents, but not an answer to your question'
-    : c.quoted ? (tone === 'good' ? 'answers your question' : 'may not answer your question')
-      : tone === 'good' ? 'supported' : tone === 'warn' ? 'weak' : 'below the floor';
+  const sv = supportVerdict(c, g);
+  const rv = relevanceVerdict(c, g);
+  // A claim the documents state is never painted red for not answering: it is context, true to the documents.
+  const tone = sv.tone === 'good' ? (rv.tone === 'good' ? 'good' : 'info') : sv.tone;
   const ids = c.supportingPassageIds || [];
   const row = h('li', {
     class: `claim claim--${tone}`, 'data-testid': 'claim', tabindex: '0', 'data-supporting': ids.join(' '),
@@ -293,13 +307,17 @@ function claimRow(c, i, g, ctx, passageList) {
   h('span', { class: 'claim__num', 'aria-hidden': 'true', text: i + 1 }),
   h('div', { class: 'claim__main' },
     h('p', { class: 'claim__text' }, h('span', { class: 'visually-hidden', text: `Claim ${i + 1}: ` }), c.text),
-    h('div', { class: 'claim__score' },
-      scoreBar(c.score, { mark: floor, tone, label: `Claim ${i + 1} ${c.quoted ? 'answers the question' : 'support'}` }),
-      h('span', { class: 'num' }, h('strong', { text: fmtScore(c.score) }), ` ${verdict}`)),
+    h('div', { class: 'claim__score', 'data-testid': 'claim-support' },
+      scoreBar(c.support, { mark: g.minClaimThreshold, tone: sv.tone, label: `Claim ${i + 1} support` }),
+      h('span', { class: 'num' }, h('strong', { text: fmtScore(c.support) }), ` ${sv.words}`)),
+    h('div', { class: 'claim__score', 'data-testid': 'claim-relevance' },
+      scoreBar(c.relevance, { mark: g.relevanceThreshold, tone: rv.tone, label: `Claim ${i + 1} answers the question` }),
+      h('span', { class: 'num' }, h('strong', { text: fmtScore(c.relevance) }), ` ${rv.words}`)),
     h('p', { class: 'claim__figures', 'data-testid': 'claim-figures' }, claimFigures(c).join(' · '),
-      c.cappedBy ? h('span', { class: 'capped', text: ` · ${cappedWords(c.cappedBy)}` }) : null),
+      c.cappedBy ? h('span', { class: 'capped', text: ` · ${cappedWords(c.cappedBy)}` }) : null,
+      c.relevanceCappedBy ? h('span', { class: 'capped', text: ` · ${cappedWords(c.relevanceCappedBy)}` }) : null),
     h('p', { class: 'claim__support' }, ids.length
-      ? [offTopicQuote ? 'Quoted from ' : tone === 'bad' ? 'Compared with ' : 'Supported by ', ids.map((id, k) => [k ? ', ' : '', h('span', { class: 'ptag ptag--inline', title: id, text: ctx.labels.get(id) || id })])]
+      ? [c.quoted ? 'Quoted from ' : sv.tone === 'bad' ? 'Compared with ' : 'Supported by ', ids.map((id, k) => [k ? ', ' : '', h('span', { class: 'ptag ptag--inline', title: id, text: ctx.labels.get(id) || id })])]
       : h('span', { class: 'muted', text: 'No supporting passage found' }))));
 
   const setLinked = (on) => {
@@ -315,32 +333,29 @@ function claimRow(c, i, g, ctx, passageList) {
   return row;
 }
 
-/** What went into a claim's score, in words rather than "lexical overlap 1.00 · local 0.97". */
+/** Who judged what, in words rather than "local 0.97 · model 0.95". Support is always judged on this server,
+ * never by the model alone; whether a claim answers the question is the model's verdict when there is one. */
 function claimFigures(c) {
   const out = [];
-  if (c.quoted) {
-    // Two questions, answered separately: does the passage say this (certain: it is quoted), and does it
-    // answer what was asked (the verifier's score).
-    out.push('support: quoted word for word from the passage');
-    if (isNum(c.localScore)) out.push(`answers your question: ${fmtScore(c.localScore)} by the checker on this server`);
-    if (isNum(c.modelScore)) out.push(`${fmtScore(c.modelScore)} by the language model`);
-    return out;
-  }
-  if (isNum(c.lexicalOverlap)) {
+  if (!c.quoted && isNum(c.lexicalOverlap)) {
     const share = clamp01(c.lexicalOverlap);
     out.push(share >= 0.995 ? 'all its key words are in the passages'
       : share < 0.005 ? 'none of its key words are in the passages'
         : `${Math.round(share * 100)}% of its key words are in the passages`);
   }
-  if (isNum(c.localScore)) out.push(`support found by the checker on this server: ${fmtScore(c.localScore)}`);
-  if (isNum(c.modelScore)) out.push(`support found by the language model: ${fmtScore(c.modelScore)}`);
+  if (!c.quoted && isNum(c.localSupport)) out.push(`support by the checker on this server: ${fmtScore(c.localSupport)}`);
+  if (isNum(c.modelSupport)) out.push(`support by the language model: ${fmtScore(c.modelSupport)}`);
+  if (isNum(c.modelRelevance)) out.push(`answers the question, by the language model: ${fmtScore(c.modelRelevance)}`);
+  else if (isNum(c.localRelevance)) out.push(`answers the question, by the checker on this server: ${fmtScore(c.localRelevance)}`);
   return out;
 }
 
 const CAPPED = {
-  low_lexical_overlap: 'score held down: few of its words are in any passage',
-  number_or_date_not_in_support: 'score held down: it states a number or date its passage does not',
-  question_date_not_in_support: 'score held down: the question asks about a year or month its passage does not cover',
+  low_lexical_overlap: 'support held down: few of its words are in any passage',
+  number_or_date_not_in_support: 'support held down: it states a number or date its passage does not',
+  question_date_not_in_support: 'relevance held down: the question names a year, month or number its passage does not',
+  wrong_answer_type: 'relevance held down: it is not the kind of answer the question asks for',
+  premise_not_in_passages: 'relevance held down: the question takes for granted something no passage states',
 };
 
 function cappedWords(why) {

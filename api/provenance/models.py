@@ -9,6 +9,7 @@ import msgspec
 Status = Literal["answered", "refused", "blocked"]
 Reason = Literal[
     "not_grounded",
+    "not_an_answer",
     "no_answer",
     "injection",
     "off_topic",
@@ -180,19 +181,36 @@ class LexicalStage(Wire):
 
 
 class ClaimResult(Wire):
+    """One claim, judged twice, apart: whether the passages state it (`support`, judged without the question)
+    and whether it answers the question (`relevance`)."""
+
     text: str
-    score: float
+    support: float
+    relevance: float
     supporting_passage_ids: list[str]
     lexical_overlap: float
-    local_score: float
-    model_score: float | None = None
+    # Support as this machine's verifier judged it; the model's own verdicts, when a model gave them with
+    # the claims. `relevance` is the model's verdict when there is one, else the local verifier's.
+    local_support: float
+    local_relevance: float | None = None
+    model_support: float | None = None
+    model_relevance: float | None = None
+    # Why the support score was capped by a check that needs no reading.
     capped_by: str | None = None
-    # A sentence of a retrieved passage, word for word: what the documents say is certain, and the score
-    # says whether it answers the question. A low score then means "true, but not an answer to this".
+    # Why the relevance score was capped: the question names a year, month or number the claim's support
+    # lacks, asks for another kind of answer, or takes for granted what no passage states.
+    relevance_capped_by: str | None = None
+    # A sentence of a retrieved passage, word for word: what the documents say is certain.
     quoted: bool = False
 
 
+Judgment = Literal["support", "relevance"]
+
+
 class GroundednessStage(Wire):
+    """The gate's two rules: support (every claim: the mean and the weakest) and relevance (the answer answers
+    the question: its most relevant claim). `failed` names the rule that refused; support is checked first."""
+
     status: StageStatus = "skipped"
     ms: float = 0.0
     detail: str | None = None
@@ -200,7 +218,11 @@ class GroundednessStage(Wire):
     min_claim: float | None = None
     threshold: float = 0.70
     min_claim_threshold: float = 0.40
+    relevance: float | None = None
+    relevance_threshold: float = 0.70
+    relevance_uncertain: float = 0.40
     decision: Literal["pass", "fail"] | None = None
+    failed: Judgment | None = None
     claims: list[ClaimResult] = msgspec.field(default_factory=list)
 
 

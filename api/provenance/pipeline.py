@@ -34,7 +34,7 @@ from provenance.models import (
 )
 from provenance.passages import ScoredPassage
 from provenance.ports import ModelError, Profile, Usage, Verification
-from provenance.reasons import QUOTED_NOT_AN_ANSWER, REASONS, STILL_SERVED
+from provenance.reasons import explain, headline_for
 from provenance.settings import Settings
 from provenance.stages.citations import citations_from_support
 from provenance.stages.decompose import decompose, decompose_and_verify
@@ -156,7 +156,8 @@ class Pipeline:
         s = self.settings
         return (
             f"{self.profile.name}|{self.profile.cache_tag}|{s.embedding.model}|"
-            f"{s.retrieval.k}|{s.retrieval.mode}|{s.gate.threshold}|{s.gate.min_claim}"
+            f"{s.retrieval.k}|{s.retrieval.mode}|{s.gate.threshold}|{s.gate.min_claim}|"
+            f"{s.gate.relevance}|{s.gate.relevance_uncertain}"
         )
 
     async def ask(
@@ -366,14 +367,14 @@ class Pipeline:
         stages.entailment = entailed.stage
         checked = lexical_check(entailed.claims, passages, question)
         stages.lexical_check = checked.stage
-        verdict = gate(checked.claims, s.gate.threshold, s.gate.min_claim)
+        verdict = gate(checked.claims, s.gate)
         stages.groundedness = verdict
         if verdict.decision != "pass":
             log.debug("refused answer", answer=answer, score=verdict.score)
             stages.groundedness = msgspec.structs.replace(
                 verdict, claims=[withhold_unquoted(c, passages) for c in verdict.claims]
             )
-            return run.finish("refused", "not_grounded")
+            return run.finish("refused", "not_an_answer" if verdict.failed == "relevance" else "not_grounded")
 
         citations = citations_from_support(checked.claims, passages, s.gate.min_claim)
         return run.finish("answered", None, answer=answer, citations=citations)
@@ -437,19 +438,7 @@ class _Run:
             stage = getattr(stages, name)
             if stage.status == "skipped" and stage.detail is None:
                 stage.detail = _skip_reason(status, reason)
-        text = REASONS[reason] if reason is not None else None
-        message = text.message if text is not None else None
-        claims = stages.groundedness.claims
-        if reason == "not_grounded" and claims and all(c.quoted for c in claims):
-            message = QUOTED_NOT_AN_ANSWER
-        if reason == "not_grounded" and stages.groundedness.detail:
-            message = f"{message} ({stages.groundedness.detail})"
-        if detail and reason == "model_error":
-            message = f"{message} ({detail})"
-        if reason == "rate_limited" and stages.rate_limit.detail:
-            # The stage says the real window and when to come back, in words ("try again in 36 minutes").
-            detail_text = stages.rate_limit.detail
-            message = f"{detail_text[0].upper()}{detail_text[1:]}. {STILL_SERVED}"
+        message = explain(reason, stages, detail)
         response = AskResponse(
             request_id=self.request_id,
             question=self.question,
@@ -461,7 +450,7 @@ class _Run:
             profile=self.pipeline.profile.name,
             total_ms=round((time.perf_counter() - self.started) * 1000, 2),
             stages=stages,
-            headline=text.headline if text is not None else None,
+            headline=headline_for(reason, stages),
             message=message,
             corpus_version=self.pipeline.corpora.get(self.corpus, (None, None))[1],
             corpus=self.corpus,

@@ -40,17 +40,21 @@ class Decomposition(msgspec.Struct, frozen=True):
 
 
 class ClaimVerdict(msgspec.Struct, frozen=True):
-    """One verifier's view of one claim: probability it is supported, and by which passages."""
+    """One verifier's view of one claim: two judgments, kept apart.
 
-    score: float
+    `support`: the probability that the passages state the claim, judged without the question (a claim is
+    stated by the passages or it isn't, whatever was asked). `relevance`: the probability that the claim
+    answers the question; None from a verifier that doesn't judge it."""
+
+    support: float
     supporting_passage_ids: list[str]
-    # The claim is a sentence of a supporting passage, word for word: that the passages say it is certain,
-    # and the score is only whether it answers the question.
+    relevance: float | None = None
+    # The claim is a sentence of a supporting passage, word for word: that the passages say it is certain.
     quoted: bool = False
 
 
 # A verdict a verifier left out counts as "not supported": verification fails closed.
-MISSING_VERDICT = ClaimVerdict(score=0.0, supporting_passage_ids=[])
+MISSING_VERDICT = ClaimVerdict(support=0.0, supporting_passage_ids=[], relevance=0.0)
 
 
 class Verification(msgspec.Struct, frozen=True):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-from provenance.models import Reason
+from provenance.models import Reason, Stages
 
 # What a client turned away for its hourly limit or the day's budget can still get; the pipeline adds it to
 # the rate limit's own words.
@@ -25,10 +25,14 @@ class ReasonText(msgspec.Struct, frozen=True):
 
 REASONS: dict[Reason, ReasonText] = {
     "not_grounded": ReasonText(
-        "The documents don't support an answer",
-        "A draft answer was written, but the checks did not find its claims to be a supported answer to this "
-        "question: each claim must be backed by the retrieved passages and must answer what was asked. "
-        "It was withheld.",
+        "The documents don't say this",
+        "A draft answer was written, but the retrieved passages don't state all of its claims, so it was "
+        "withheld. Every claim of an answer must be stated by the documents.",
+    ),
+    "not_an_answer": ReasonText(
+        "This doesn't answer your question",
+        "A draft answer was written and its claims are in the documents, but none of them answers what was "
+        "asked, so it was withheld.",
     ),
     "no_answer": ReasonText(
         "The documents don't contain an answer",
@@ -64,9 +68,59 @@ REASONS: dict[Reason, ReasonText] = {
     ),
 }
 
+# A refusal for relevance whose verdict was uncertain rather than low: the claims are in the documents and may
+# well answer, so the reader is told to check rather than that they don't answer.
+UNCERTAIN = ReasonText(
+    "This may not answer your question",
+    "A draft answer was written and its claims are in the documents, but whether they answer what was asked "
+    "is uncertain, so it was withheld rather than risk a wrong answer. The passages it drew on are shown: "
+    "check them.",
+)
+
 # A refusal whose every claim was a sentence of the documents: none was false, they just don't answer the
 # question, so the not_grounded message would wrongly suggest an unsupported draft.
 QUOTED_NOT_AN_ANSWER = (
     "The closest sentences in the documents are true but don't answer this question, so no answer is given. "
     "They are shown with the passages they come from."
 )
+
+
+def left_out_note(missing: list[str]) -> str:
+    """' The documents don't cover "Can I get a spare key?".' for what a partial answer leaves out: a
+    generator's closing note, which decomposition drops as a claim about the documents."""
+    if not missing:
+        return ""
+    end = "." if len(missing) == 1 else " either."
+    return " The documents don't cover " + " or ".join(f'"{p}"' for p in missing) + end
+
+
+def _text(reason: Reason, stages: Stages) -> ReasonText:
+    g = stages.groundedness
+    if reason == "not_an_answer" and g.relevance is not None and g.relevance >= g.relevance_uncertain:
+        return UNCERTAIN
+    return REASONS[reason]
+
+
+def headline_for(reason: Reason | None, stages: Stages) -> str | None:
+    return None if reason is None else _text(reason, stages).headline
+
+
+def explain(reason: Reason | None, stages: Stages, detail: str | None = None) -> str | None:
+    """The message a refused or blocked response carries: the reason's words with this request's
+    particulars (the gate's figures, the model's failure, when to come back)."""
+    if reason is None:
+        return None
+    text = _text(reason, stages)
+    message = text.message
+    g = stages.groundedness
+    if reason == "not_an_answer" and text is not UNCERTAIN and g.claims and all(c.quoted for c in g.claims):
+        message = QUOTED_NOT_AN_ANSWER
+    if reason in ("not_grounded", "not_an_answer") and g.detail:
+        message = f"{message} ({g.detail})"
+    if detail and reason == "model_error":
+        message = f"{message} ({detail})"
+    if reason == "rate_limited" and stages.rate_limit.detail:
+        # The stage says the real window and when to come back, in words ("try again in 36 minutes").
+        said = stages.rate_limit.detail
+        message = f"{said[0].upper()}{said[1:]}. {STILL_SERVED}"
+    return message

@@ -83,8 +83,14 @@ class RetrievalSettings(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class GateSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """Two judgments, gated apart. Support: the mean claim's and the weakest claim's support. Relevance: the
+    answer answers the question when its most relevant claim reaches `relevance`; between
+    `relevance_uncertain` and that, whether it answers is uncertain (the refusal says so)."""
+
     threshold: float = 0.70
     min_claim: float = 0.40
+    relevance: float = 0.70
+    relevance_uncertain: float = 0.40
 
 
 class GuardSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -179,6 +185,8 @@ VARIABLES: dict[str, tuple[str | None, str]] = {
     "HNSW_MIN_PASSAGES": ("retrieval", "hnsw_min_passages"),
     "GATE_THRESHOLD": ("gate", "threshold"),
     "GATE_MIN_CLAIM": ("gate", "min_claim"),
+    "GATE_RELEVANCE": ("gate", "relevance"),
+    "GATE_RELEVANCE_UNCERTAIN": ("gate", "relevance_uncertain"),
     "TURNSTILE_SECRET_KEY": ("guards", "turnstile_secret_key"),
     "TURNSTILE_SITE_KEY": ("guards", "turnstile_site_key"),
     "TURNSTILE_VERIFY_URL": ("guards", "turnstile_verify_url"),
@@ -270,6 +278,11 @@ def _validate(s: Settings) -> None:
         (1 <= s.retrieval.k <= 50, f"RETRIEVAL_K must be between 1 and 50, got {s.retrieval.k}"),
         (0.0 <= s.gate.threshold <= 1.0, f"GATE_THRESHOLD must be within [0, 1], got {s.gate.threshold}"),
         (0.0 <= s.gate.min_claim <= 1.0, f"GATE_MIN_CLAIM must be within [0, 1], got {s.gate.min_claim}"),
+        (0.0 <= s.gate.relevance <= 1.0, f"GATE_RELEVANCE must be within [0, 1], got {s.gate.relevance}"),
+        (
+            0.0 <= s.gate.relevance_uncertain <= s.gate.relevance,
+            f"GATE_RELEVANCE_UNCERTAIN must be within [0, GATE_RELEVANCE], got {s.gate.relevance_uncertain}",
+        ),
         (guards.rate_limit_per_hour >= 0, "RATE_LIMIT_PER_HOUR must not be negative"),
         (guards.rate_limit_per_hour_api_key >= 0, "RATE_LIMIT_PER_HOUR_API_KEY must not be negative"),
         (guards.cache_ttl_s >= 0, "CACHE_TTL_S must not be negative"),

@@ -128,7 +128,7 @@ async def test_the_uncovered_example_is_refused_with_its_evidence(
     await expect(page.get_by_test_id("answer")).to_have_count(0)
     why = page.get_by_test_id("refusal-reason")
     await expect(why).to_be_visible()
-    await expect(why).to_have_attribute("data-reason", re.compile(r"^(no_answer|not_grounded)$"))
+    await expect(why).to_have_attribute("data-reason", re.compile(r"^(no_answer|not_grounded|not_an_answer)$"))
     await expect(why.locator(".why__plain").first).to_contain_text("passages")
 
     passages = page.get_by_test_id("passage")
@@ -356,7 +356,7 @@ async def test_a_refusal_says_its_reason_once_and_the_gate_badge_shows_the_decis
         decision = await gate.get_attribute("data-decision")
         assert decision in ("pass", "fail")
         await expect(gate.get_by_test_id("stage-badge")).to_have_text(decision)
-        if await page.get_by_test_id("refusal-reason").get_attribute("data-reason") == "not_grounded":
+        if await page.get_by_test_id("refusal-reason").get_attribute("data-reason") in ("not_grounded", "not_an_answer"):
             await expect(gate.get_by_test_id("stage-badge")).to_have_text("fail")
 
 

@@ -1,8 +1,9 @@
 """The `local` profile: no key, no network, no cost.
 
-The generator is extractive (it quotes sentences from the retrieved passages, or says nothing); claims are
-the answer's sentences. The verifier is a separate model, `provenance.feature_verifier` (or, under
-`LOCAL_MODELS=trained`, the trained pair of `provenance.profiles.local_trained`).
+The generator is extractive: it quotes sentences from the retrieved passages, or says nothing. Under
+`LOCAL_MODELS=features` it ranks sentences itself; under `trained` the trained reader of
+`profiles.local_trained` picks them. Claims are the answer's sentences. The verifier is a separate model,
+built by `provenance.verifiers.build_verifier`.
 """
 
 from __future__ import annotations
@@ -15,17 +16,14 @@ import numpy as np
 
 from provenance import text as T
 from provenance.embedder import Embedder, embed_query_async
-from provenance.feature_verifier import (
-    FeatureVerifier,
-    SentenceEmbeddings,
-    answer_type_match,
-    build_feature_verifier,
-    expected_answer_type,
-    warm_sentences,
-)
 from provenance.passages import ScoredPassage
-from provenance.ports import Decomposition, Generation, Profile, ScreenVerdict, Usage
+from provenance.ports import Decomposition, Generation, Generator, Profile, ScreenVerdict, Usage, Verifier
+from provenance.profiles.local_trained import build_reader_generator
+from provenance.reasons import left_out_note
 from provenance.settings import LocalModels
+from provenance.verifiers import build_verifier
+from provenance.verifiers.rules import answer_type_match, expected_answer_type
+from provenance.verifiers.vectors import SentenceEmbeddings
 
 LOCAL_GENERATOR = "local-extractive"
 
@@ -93,7 +91,7 @@ class ExtractiveGenerator:
         sentences: SentenceEmbeddings,
         min_relevance: float = 0.30,
         max_sentences: int = 2,
-        judge: FeatureVerifier | None = None,
+        judge: Verifier | None = None,
         covered_at: float = 0.70,
     ) -> None:
         self.sentences = sentences
@@ -155,26 +153,18 @@ class ExtractiveGenerator:
         for part in parts:
             if not T.asks(part):
                 continue  # "I lost my keyfob, how much is a replacement?": the first part only sets the scene
-            if not await asyncio.to_thread(self._covered, part, passages):
+            if not await self._covered(part, passages):
                 missing.append(part)
         return left_out_note(missing)
 
-    def _covered(self, part: str, passages: Sequence[ScoredPassage]) -> bool:
-        ranked = self._rank(part, passages)
+    async def _covered(self, part: str, passages: Sequence[ScoredPassage]) -> bool:
+        ranked = await asyncio.to_thread(self._rank, part, passages)
         if not ranked or ranked[0][0] < self.min_relevance:
             return False
         if self.judge is None:
             return True
-        verdict = self.judge.verify_now(part, [ranked[0][1]], passages).verdicts[0]
-        return verdict.score >= self.covered_at
-
-
-def left_out_note(missing: Sequence[str]) -> str:
-    """' The documents don't cover "Can I get a spare key?".' for what a partial answer leaves out."""
-    if not missing:
-        return ""
-    end = "." if len(missing) == 1 else " either."
-    return " The documents don't cover " + " or ".join(f'"{p}"' for p in missing) + end
+        verdict = (await self.judge.verify(part, [ranked[0][1]], passages)).verdicts[0]
+        return verdict.support >= self.covered_at and (verdict.relevance or 0.0) >= self.covered_at
 
 
 # --- decomposer -----------------------------------------------------------------------------------
@@ -197,21 +187,22 @@ class SentenceDecomposer:
 
 
 def build_local_profile(embedder: Embedder, models: LocalModels = "features", gate_threshold: float = 0.70) -> Profile:
+    local = build_verifier(models, embedder)
+    generator: Generator
     if models == "trained":
-        from provenance.profiles.local_trained import build_trained_local_profile
-
-        return build_trained_local_profile(LocalScreener(embedder), SentenceDecomposer())
-    sentences = SentenceEmbeddings(embedder)
-    verifier = build_feature_verifier(embedder, sentences)
+        generator = build_reader_generator()
+    else:
+        generator = ExtractiveGenerator(local.sentences, judge=local.verifier, covered_at=gate_threshold)
     return Profile(
         name="local",
         screener=LocalScreener(embedder),
-        generator=ExtractiveGenerator(sentences, judge=verifier, covered_at=gate_threshold),
-        verifier=verifier,
+        generator=generator,
+        verifier=local.verifier,
         # Every call runs on this machine: nothing is paid for, so the spend cap holds nothing back.
         worst_case=None,
         screener_reads_passages=True,
+        cache_tag=local.cache_tag,
         decomposer=SentenceDecomposer(),
-        warmup=lambda texts: warm_sentences(sentences, texts),
-        on_corpus=verifier.extractor.set_corpus,
+        warmup=local.warmup,
+        on_corpus=local.on_corpus,
     )

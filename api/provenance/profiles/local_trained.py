@@ -1,9 +1,10 @@
-"""The `local` profile with trained models (`LOCAL_MODELS=trained`): a reader answers and a separate
-trained verifier checks. Both are int8 ONNX files in `api/provenance/data/`, built by `make train` (docs/models.md).
+"""The `local` profile's generator under `LOCAL_MODELS=trained`: a trained reader answers (the separate
+trained verifier, `verifiers.trained`, checks). Both are int8 ONNX files in `api/provenance/data/`, built by
+`make train` (docs/models.md).
 
 Not the default: on this project's measurements the models trained so far refuse most of the handbook's
-questions (see docs/models.md), so the feature verifier (`provenance.feature_verifier`) stays the
-default until a trained pair beats it on every suite.
+questions (see docs/models.md), so the feature verifier stays the default until a trained pair beats it on
+every suite.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ from collections.abc import Sequence
 from provenance import text as T
 from provenance.cross_encoders import Calibration, Reader, get_reader, load_calibration
 from provenance.passages import ScoredPassage
-from provenance.ports import Decomposer, Generation, Profile, Screener, Usage
-from provenance.profiles.local import left_out_note
-from provenance.verifier import build_trained_verifier
+from provenance.ports import Generation, Usage
+from provenance.reasons import left_out_note
 
 LOCAL_READER = "local-reader"
 
@@ -65,15 +65,5 @@ class ReaderGenerator:
         return Generation(answer=answer, used_passage_ids=list(dict.fromkeys(found.values())), usage=usage)
 
 
-def build_trained_local_profile(screener: Screener, decomposer: Decomposer) -> Profile:
-    return Profile(
-        name="local",
-        screener=screener,
-        generator=ReaderGenerator(get_reader(), load_calibration()),
-        verifier=build_trained_verifier(),
-        # The reader and the verifier run on this machine: nothing is paid for.
-        worst_case=None,
-        screener_reads_passages=True,
-        cache_tag="trained",
-        decomposer=decomposer,
-    )
+def build_reader_generator() -> ReaderGenerator:
+    return ReaderGenerator(get_reader(), load_calibration())

@@ -15,7 +15,7 @@ def citations_from_support(
     cited: list[Citation] = []
     seen: set[str] = set()
     for claim in claims:
-        if claim.score < min_claim_threshold:
+        if claim.support < min_claim_threshold:
             continue
         for pid in claim.supporting_passage_ids:
             if pid in by_id and pid not in seen:

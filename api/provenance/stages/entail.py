@@ -1,5 +1,7 @@
-"""Entailment: the profile's verifier scores every claim against the passages. When a model gave its own
-verdicts with the claims, a claim is only as supported as the less convinced of the two."""
+"""Entailment: the profile's verifier judges every claim against the passages, twice and apart: support and
+relevance. When a model gave its own verdicts with the claims, a claim is only as supported as the less
+convinced of the two (support is never the model's alone), and whether it answers the question is the
+model's verdict (relevance needs reading, which the model can do)."""
 
 from __future__ import annotations
 
@@ -27,20 +29,24 @@ def combine(claims: Sequence[str], local: Verification, model: Verification | No
         if model is not None:
             mv = model.verdicts[i] if i < len(model.verdicts) else MISSING_VERDICT
         if mv is None:
-            score, support = lv.score, list(lv.supporting_passage_ids)
+            support, ids = lv.support, list(lv.supporting_passage_ids)
         else:
-            score = min(lv.score, mv.score)
+            support = min(lv.support, mv.support)
             agreed = [pid for pid in lv.supporting_passage_ids if pid in mv.supporting_passage_ids]
             # Both must agree; when they name different passages, trust the more doubtful verifier's.
-            support = agreed or list((lv if lv.score <= mv.score else mv).supporting_passage_ids)
+            ids = agreed or list((lv if lv.support <= mv.support else mv).supporting_passage_ids)
+        judge = mv if mv is not None and mv.relevance is not None else lv
         results.append(
             ClaimResult(
                 text=claim,
-                score=round(score, 4),
-                supporting_passage_ids=support,
+                support=round(support, 4),
+                relevance=round(judge.relevance or 0.0, 4),
+                supporting_passage_ids=ids,
                 lexical_overlap=0.0,
-                local_score=round(lv.score, 4),
-                model_score=None if mv is None else round(mv.score, 4),
+                local_support=round(lv.support, 4),
+                local_relevance=None if lv.relevance is None else round(lv.relevance, 4),
+                model_support=None if mv is None else round(mv.support, 4),
+                model_relevance=None if mv is None or mv.relevance is None else round(mv.relevance, 4),
                 quoted=lv.quoted,
             )
         )

@@ -1,45 +1,80 @@
-"""The gate: answer only when the mean claim score and the weakest claim both clear their thresholds."""
+"""The gate: two rules, judged apart.
+
+- Support: every claim must be stated by the passages: the mean claim's support and the weakest claim's
+  both clear their thresholds.
+- Relevance: the answer must answer the question: at least one claim reaches the relevance threshold.
+  Other claims may be context, but each must still pass support. Between the uncertain floor and the
+  threshold, whether it answers is uncertain, and the refusal says so rather than that it doesn't answer.
+
+Support is checked first: an answer with a claim the documents don't state is refused for that, whatever
+its relevance.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from provenance.models import ClaimResult, GroundednessStage
+import msgspec
+
+from provenance.models import ClaimResult, GroundednessStage, Judgment
+from provenance.settings import GateSettings
 from provenance.timing import Timer
 
 
-def gate(claims: Sequence[ClaimResult], threshold: float, min_claim_threshold: float) -> GroundednessStage:
+def gate(claims: Sequence[ClaimResult], rules: GateSettings) -> GroundednessStage:
     timer = Timer()
+    rules_record = GroundednessStage(
+        status="ok",
+        threshold=rules.threshold,
+        min_claim_threshold=rules.min_claim,
+        relevance_threshold=rules.relevance,
+        relevance_uncertain=rules.relevance_uncertain,
+    )
     if not claims:
-        return GroundednessStage(
-            status="ok",
+        return msgspec.structs.replace(
+            rules_record,
             ms=timer.ms,
             score=0.0,
             min_claim=0.0,
-            threshold=threshold,
-            min_claim_threshold=min_claim_threshold,
+            relevance=0.0,
             decision="fail",
-            claims=[],
+            failed="support",
             detail="the answer made no checkable claim",
         )
-    scores = [c.score for c in claims]
+    support = [c.support for c in claims]
     # Decide on the figures the stage reports: unrounded, three claims of 0.7 average 0.6999999999999998.
-    mean, lowest = round(sum(scores) / len(scores), 4), round(min(scores), 4)
-    passed = mean >= threshold and lowest >= min_claim_threshold
-    if passed:
-        detail = None
-    elif mean < threshold:
-        detail = f"mean claim score {mean:.2f} is below {threshold:.2f}"
-    else:
-        detail = f"weakest claim scores {lowest:.2f}, below {min_claim_threshold:.2f}"
-    return GroundednessStage(
-        status="ok",
+    mean, lowest = round(sum(support) / len(support), 4), round(min(support), 4)
+    relevance = round(max(c.relevance for c in claims), 4)
+    detail: str | None = None
+    failed: Judgment | None = None
+    if mean < rules.threshold:
+        failed, detail = "support", f"mean claim support {mean:.2f} is below {rules.threshold:.2f}"
+    elif lowest < rules.min_claim:
+        failed, detail = "support", f"weakest claim's support is {lowest:.2f}, below {rules.min_claim:.2f}"
+    elif relevance < rules.relevance:
+        failed = "relevance"
+        uncertain = relevance >= rules.relevance_uncertain
+        detail = (
+            f"the most relevant claim scores {relevance:.2f} on answering the question, below {rules.relevance:.2f}"
+            + (": uncertain" if uncertain else "")
+        )
+    return msgspec.structs.replace(
+        rules_record,
         ms=timer.ms,
         score=mean,
         min_claim=lowest,
-        threshold=threshold,
-        min_claim_threshold=min_claim_threshold,
-        decision="pass" if passed else "fail",
+        relevance=relevance,
+        decision="fail" if failed else "pass",
+        failed=failed,
         claims=list(claims),
         detail=detail,
+    )
+
+
+def relevance_uncertain(stage: GroundednessStage) -> bool:
+    """Whether a refusal for relevance was for an uncertain verdict rather than a low one."""
+    return (
+        stage.failed == "relevance"
+        and stage.relevance is not None
+        and stage.relevance_uncertain <= stage.relevance < stage.relevance_threshold
     )

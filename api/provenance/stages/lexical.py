@@ -1,6 +1,11 @@
-"""Lexical sanity check: a claim that shares almost no content words with any retrieved passage, states a
-number or date its supporting passage lacks, or answers for a year or month other than the one the question
-asks about, has its score capped whatever the verifiers said."""
+"""Lexical sanity checks: what needs no reading caps a claim's scores, whatever the verifiers said.
+
+Support is capped for a claim that shares almost no content words with any retrieved passage, or states a
+number or date its supporting passage lacks. Relevance is capped, whoever judged it (the local verifier or
+the model), for a claim whose support never mentions a year, month or number the question names, that is
+not the kind of answer the question asks for (no amount for "how much"), or that answers a question built
+on a premise no passage states.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +17,14 @@ from provenance import text as T
 from provenance.models import ClaimResult, LexicalStage
 from provenance.passages import ScoredPassage
 from provenance.timing import Timer
+from provenance.verifiers.rules import unstated_premise, wrong_answer_type
 
 MIN_OVERLAP = 0.34
 LOW_OVERLAP_CAP = 0.2
 UNSUPPORTED_NUMBER_CAP = 0.2
 OTHER_DATE_CAP = 0.2
+WRONG_TYPE_CAP = 0.2
+PREMISE_CAP = 0.2
 
 
 class LexicalOutcome(msgspec.Struct, frozen=True):
@@ -24,35 +32,65 @@ class LexicalOutcome(msgspec.Struct, frozen=True):
     claims: list[ClaimResult]
 
 
-def check_claim(claim: ClaimResult, passages: Sequence[ScoredPassage], question: str = "") -> ClaimResult:
-    terms = T.content_terms(claim.text)
-    by_id = {p.id: p for p in passages}
-    overlaps = [T.overlap(terms, T.content_terms(p.text) | T.content_terms(p.heading)) for p in passages]
-    best = max(overlaps, default=0.0)
-    score, capped_by = claim.score, None
-    if best < MIN_OVERLAP:
-        score, capped_by = min(score, LOW_OVERLAP_CAP), "low_lexical_overlap"
-    support = [by_id[pid] for pid in claim.supporting_passage_ids if pid in by_id]
-    support_text = " ".join(p.text for p in support)
-    missing_numbers = T.unsupported_numbers(claim.text, support_text)
-    missing_months = T.months(claim.text) - T.months(support_text)
-    if missing_numbers or missing_months:
-        score, capped_by = min(score, UNSUPPORTED_NUMBER_CAP), "number_or_date_not_in_support"
-    # A claim answers a two-part question when it answers either part, so the dates of one part don't
-    # bind a claim that answers the other.
-    with_headings = " ".join(f"{p.heading} {p.text}" for p in support)
+def _support_cap(claim: ClaimResult, overlap: float, support: str) -> tuple[float, str | None]:
+    if overlap < MIN_OVERLAP:
+        return LOW_OVERLAP_CAP, "low_lexical_overlap"
+    if T.unsupported_numbers(claim.text, support) or T.months(claim.text) - T.months(support):
+        return UNSUPPORTED_NUMBER_CAP, "number_or_date_not_in_support"
+    return 1.0, None
+
+
+def _question_facts_missing(part: str, claim: str, support: str) -> bool:
+    """Whether a part of the question pins its subject to a year, month or number that neither the claim nor
+    its support mentions: "the 2028 AGM" is not answered by a passage about the 2027 one."""
+    if T.dates_not_covered(part, claim, support):
+        return True
+    return not T.bare_numbers(part) <= T.bare_numbers(f"{support} {claim}")
+
+
+def _relevance_cap(claim: ClaimResult, question: str, support: str, premise: str | None) -> tuple[float, str | None]:
+    if premise is not None:
+        return PREMISE_CAP, "premise_not_in_passages"
+    # A claim answers a two-part question when it answers either part, so the dates of one part don't bind a
+    # claim that answers the other.
     parts = T.sub_questions(question) if question else []
-    if parts and all(T.dates_not_covered(part, claim.text, with_headings) for part in parts):
-        score, capped_by = min(score, OTHER_DATE_CAP), "question_date_not_in_support"
-    return msgspec.structs.replace(claim, score=round(score, 4), lexical_overlap=round(best, 3), capped_by=capped_by)
+    if parts and all(_question_facts_missing(part, claim.text, support) for part in parts):
+        return OTHER_DATE_CAP, "question_date_not_in_support"
+    if question and wrong_answer_type(question, [claim.text]) is not None:
+        return WRONG_TYPE_CAP, "wrong_answer_type"
+    return 1.0, None
+
+
+def check_claim(
+    claim: ClaimResult, passages: Sequence[ScoredPassage], question: str = "", premise: str | None = None
+) -> ClaimResult:
+    terms = T.content_terms(claim.text)
+    overlap = max(
+        (T.overlap(terms, T.content_terms(p.text) | T.content_terms(p.heading)) for p in passages), default=0.0
+    )
+    by_id = {p.id: p for p in passages}
+    support_passages = [by_id[pid] for pid in claim.supporting_passage_ids if pid in by_id]
+    support_text = " ".join(p.text for p in support_passages)
+    with_headings = " ".join(f"{p.heading} {p.text}" for p in support_passages)
+    support_cap, capped_by = _support_cap(claim, overlap, support_text)
+    relevance_cap, relevance_capped_by = _relevance_cap(claim, question, with_headings, premise)
+    return msgspec.structs.replace(
+        claim,
+        support=round(min(claim.support, support_cap), 4),
+        relevance=round(min(claim.relevance, relevance_cap), 4),
+        lexical_overlap=round(overlap, 3),
+        capped_by=capped_by,
+        relevance_capped_by=relevance_capped_by,
+    )
 
 
 def lexical_check(
     claims: Sequence[ClaimResult], passages: Sequence[ScoredPassage], question: str = ""
 ) -> LexicalOutcome:
     timer = Timer()
-    checked = [check_claim(c, passages, question) for c in claims]
-    capped = sum(1 for c in checked if c.capped_by)
+    premise = unstated_premise(question, [f"{p.heading} {p.text}" for p in passages]) if question else None
+    checked = [check_claim(c, passages, question, premise) for c in claims]
+    capped = sum(1 for c in checked if c.capped_by or c.relevance_capped_by)
     stage = LexicalStage(
         status="ok", ms=timer.ms, capped=capped, detail=f"capped {capped} claim(s)" if capped else None
     )

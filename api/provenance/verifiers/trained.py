@@ -1,10 +1,8 @@
-"""The trained verifier: a cross-encoder, separate from every generator, that scores each claim against
-each retrieved passage. With `LOCAL_MODELS=trained` both profiles run it as `Profile.verifier`.
-
-Its question is not only "does the passage say this?" but "does the passage support this as the answer to
-the question?". A claim that is a sentence of the passage word for word is certainly what the passage
-says, and is still judged on whether it answers the question: a true sentence that answers something else
-scores low.
+"""The trained verifier (`LOCAL_MODELS=trained`): a cross-encoder, separate from every generator, that reads
+(question, claim, evidence) and judges whether the evidence supports the claim *as the answer to the
+question*. That is a relevance judgment, and it is this verifier's one job: support, which must not depend
+on the question, is the question-free support check the feature verifier uses too (`verifiers.support`).
+A claim quoted word for word is certainly what its passage says, and is judged only on whether it answers.
 """
 
 from __future__ import annotations
@@ -12,25 +10,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-import msgspec
-
 from provenance import text as T
 from provenance.cross_encoders import Calibration, PairVerifier, get_verifier, load_calibration, sigmoid
 from provenance.passages import ScoredPassage
 from provenance.ports import MISSING_VERDICT, ClaimVerdict, Verification
+from provenance.verifiers.rules import PassageScore, supporting
+from provenance.verifiers.support import SupportJudge
 
 TRAINED_VERIFIER = "local-trained-verifier"
 # Evidence for a claim that is not a sentence of the passage: the passage's sentences that share most of
 # its words, this many, in document order.
 EVIDENCE_SENTENCES = 2
-
-
-class PassageScore(msgspec.Struct, frozen=True):
-    passage_id: str
-    score: float
-    # The claim is one of the passage's sentences, word for word: its support is certain, and the score
-    # says only whether it answers the question.
-    quoted: bool
 
 
 def evidence_for(claim: str, passage_text: str) -> tuple[str, bool]:
@@ -49,9 +39,13 @@ def evidence_for(claim: str, passage_text: str) -> tuple[str, bool]:
 class TrainedVerifier:
     name = TRAINED_VERIFIER
 
-    def __init__(self, model: PairVerifier, calibration: Calibration) -> None:
+    def __init__(self, model: PairVerifier, calibration: Calibration, support: SupportJudge) -> None:
         self.model = model
         self.calibration = calibration
+        self.support = support
+
+    def set_corpus(self, passage_texts: Sequence[str]) -> None:
+        self.support.set_corpus(passage_texts)
 
     def probability(self, logit: float) -> float:
         c = self.calibration
@@ -76,16 +70,21 @@ class TrainedVerifier:
         return [PassageScore(p.id, self.probability(logits[e]), quoted) for p, e, quoted in evidence]
 
     async def _verdict(self, question: str, claim: str, passages: Sequence[ScoredPassage]) -> ClaimVerdict:
-        scored = sorted(await self.score_passages(question, claim, passages), key=lambda s: -s.score)
-        if not scored:
+        judged = await asyncio.to_thread(self.support.judge, [claim], passages)
+        chosen = supporting([PassageScore(s.passage_id, s.score, s.quoted) for s in judged[0]])
+        if not chosen:
             return MISSING_VERDICT
-        best = scored[0].score
-        # The best-scoring passage always counts as the claim's support, so the lexical check compares the
-        # claim's numbers with the passage the verifier relied on.
-        support = [scored[0].passage_id] + [
-            s.passage_id for s in scored[1:] if s.score >= 0.5 and s.score >= best - 0.15
-        ]
-        return ClaimVerdict(score=round(best, 4), supporting_passage_ids=support, quoted=scored[0].quoted)
+        answers = {s.passage_id: s.score for s in await self.score_passages(question, claim, passages)}
+        # Whether the claim answers the question, read against the passages that state it (any passage, when
+        # none of those was read).
+        ids = [s.passage_id for s in chosen]
+        relevance = max((answers[pid] for pid in ids if pid in answers), default=max(answers.values(), default=0.0))
+        return ClaimVerdict(
+            support=round(chosen[0].score, 4),
+            supporting_passage_ids=ids,
+            relevance=round(relevance, 4),
+            quoted=chosen[0].quoted,
+        )
 
     async def verify(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification:
         # Every claim's model work is submitted at once, so it runs as one batch.
@@ -93,5 +92,5 @@ class TrainedVerifier:
         return Verification(verdicts=list(verdicts))
 
 
-def build_trained_verifier(threads: int = 2) -> TrainedVerifier:
-    return TrainedVerifier(get_verifier(threads), load_calibration())
+def build_trained_verifier(support: SupportJudge, threads: int = 2) -> TrainedVerifier:
+    return TrainedVerifier(get_verifier(threads), load_calibration(), support)

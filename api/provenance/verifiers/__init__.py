@@ -1,0 +1,54 @@
+"""The local verifiers, behind one builder.
+
+Every profile scores every claim on this machine with the verifier `LOCAL_MODELS` names: `features` (the
+default, `verifiers.features`) or `trained` (`verifiers.trained`). Both judge support with the same
+question-free check (`verifiers.support`) and differ in how they judge relevance. The rules they share (which
+passages count as support, answer types, premises) are `verifiers.rules`. A profile calls `build_verifier`
+and never chooses between them itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import msgspec
+
+from provenance.embedder import Embedder
+from provenance.ports import Verifier
+from provenance.settings import LocalModels
+from provenance.verifiers.features import FeatureVerifier, build_feature_verifier, build_support_judge
+from provenance.verifiers.vectors import SentenceEmbeddings, warm_sentences
+
+
+class LocalVerifier(msgspec.Struct, frozen=True):
+    """A built verifier and what a profile wires into itself with it."""
+
+    verifier: Verifier
+    # Told the corpus's passage texts whenever it is (re)loaded.
+    on_corpus: Callable[[Sequence[str]], None]
+    # Embeds the passages' sentences ahead of the first questions.
+    warmup: Callable[[Sequence[str]], None]
+    # What, beside the profile, changes answers: part of the answer cache's key.
+    cache_tag: str
+    # The sentence-vector cache the verifier fills, for a generator that wants the same vectors.
+    sentences: SentenceEmbeddings
+
+
+def build_verifier(models: LocalModels, embedder: Embedder) -> LocalVerifier:
+    sentences = SentenceEmbeddings(embedder)
+    verifier: FeatureVerifier | Verifier
+    if models == "trained":
+        from provenance.verifiers.trained import build_trained_verifier
+
+        trained = build_trained_verifier(build_support_judge(embedder, sentences))
+        verifier, on_corpus, tag = trained, trained.set_corpus, "trained"
+    else:
+        features = build_feature_verifier(embedder, sentences)
+        verifier, on_corpus, tag = features, features.set_corpus, ""
+    return LocalVerifier(
+        verifier=verifier,
+        on_corpus=on_corpus,
+        warmup=lambda texts: warm_sentences(sentences, texts),
+        cache_tag=tag,
+        sentences=sentences,
+    )

@@ -1,0 +1,194 @@
+"""The feature verifier (`LOCAL_MODELS=features`, the default): two judgments per claim, kept apart.
+
+- Support, without the question: `verifiers.support`.
+- Relevance, whether the claim answers the question: a calibrated logistic model over hand-built features of
+  (question, claim, passage): how much of the question the claim, the passage and the corpus cover, the
+  claim's embedding similarity to the question, whether it is the kind of answer asked for, and whether the
+  question's numbers are there. Word coverage can't read, so this judge is the weak one: in a model profile
+  the model's own verdict replaces it.
+
+Coefficients come from `evals/calibrate_verifier.py` (relevance) and `evals/calibrate_support.py`
+(support), not from the generator's scoring; the extractive generator shares only the embedder and the
+sentence-vector cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from provenance import text as T
+from provenance.embedder import Embedder
+from provenance.passages import ScoredPassage
+from provenance.ports import MISSING_VERDICT, ClaimVerdict, Verification
+from provenance.verifiers.rules import LogisticModel, PassageScore, answer_type_match, expected_answer_type, supporting
+from provenance.verifiers.support import SupportJudge
+from provenance.verifiers.vectors import SentenceEmbeddings, WordVectors, soft_match, surface_terms
+
+COEFFICIENTS_PATH = Path(__file__).resolve().parent.parent / "data" / "local_verifier.json"
+FEATURE_VERIFIER = "local-calibrated-verifier"
+
+
+class RelevanceFeatures(msgspec.Struct, frozen=True):
+    """Whether a claim, read against its passage, answers the question; each within [0, 1]."""
+
+    # The best sub-question's mean coverage by the claim and its section heading.
+    question_coverage: float
+    # ... by the whole passage: question terms it lacks are what a gap or a swapped entity looks like.
+    question_passage_coverage: float
+    question_claim_sim: float
+    answer_type_match: float
+    question_numbers_supported: float
+    # The weakest question term's coverage by the corpus's vocabulary: a question about something the corpus
+    # never mentions (a dog, car parking) can't be answered from it, however close a passage looks.
+    question_corpus_coverage: float
+
+
+RELEVANCE_FEATURES = tuple(RelevanceFeatures.__struct_fields__)
+SUPPORT_FEATURES = ("coverage", "added", "similarity")
+
+
+class Coefficients(msgspec.Struct, frozen=True):
+    support: LogisticModel
+    relevance: LogisticModel
+    # Where each model's coefficients come from.
+    source: str = ""
+    support_source: str = ""
+
+
+def load_coefficients(path: Path = COEFFICIENTS_PATH) -> Coefficients:
+    coef = msgspec.json.decode(path.read_bytes(), type=Coefficients)
+    if tuple(coef.support.features) != SUPPORT_FEATURES or tuple(coef.relevance.features) != RELEVANCE_FEATURES:
+        raise ValueError(f"{path} was fitted on other features than the verifier computes")
+    return coef
+
+
+class RelevanceExtractor:
+    """Computes `RelevanceFeatures` for (question, claim, passage)."""
+
+    def __init__(self, sentences: SentenceEmbeddings, words: WordVectors) -> None:
+        self.sentences = sentences
+        self.words = words
+        self.vocabulary: dict[str, str] = {}
+
+    def set_corpus(self, passage_texts: Sequence[str]) -> None:
+        """Learn the words the whole corpus uses."""
+        vocabulary: dict[str, str] = {}
+        for text in passage_texts:
+            for stem_, word in surface_terms(text).items():
+                vocabulary.setdefault(stem_, word)
+        words = list(vocabulary.values())
+        for start in range(0, len(words), 256):
+            self.words.cache.get(words[start : start + 256])
+        self.vocabulary = vocabulary
+
+    def _soft_coverage(self, question: str, covering: dict[str, str]) -> tuple[float, float]:
+        """(mean, min) over the question's terms of how well `covering` contains each; the best sub-question."""
+        best = (1.0, 1.0)
+        best_key = -1.0
+        for part in T.sub_questions(question):
+            q_terms = surface_terms(part, question=True)
+            if not q_terms:
+                continue
+            missing = [w for stem_, w in q_terms.items() if stem_ not in covering]
+            scores = {stem_: 1.0 for stem_ in q_terms if stem_ in covering}
+            if missing:
+                sims = self.words.similarity(missing, list(covering.values()))
+                for w, row in zip(missing, sims, strict=True):
+                    scores[T.stem(w)] = soft_match(float(row.max())) if row.size else 0.0
+            values = list(scores.values())
+            mean, low = sum(values) / len(values), min(values)
+            if mean + low > best_key:
+                best_key, best = mean + low, (mean, low)
+        return best
+
+    def features(
+        self, question: str, claim: str, claim_vec: np.ndarray, question_vec: np.ndarray, passage: ScoredPassage
+    ) -> RelevanceFeatures:
+        section = passage.heading.split(" > ")[-1]
+        q_mean, _ = self._soft_coverage(question, surface_terms(claim) | surface_terms(section))
+        # The mean, not the minimum: members phrase questions in words a handbook doesn't use ("sign up",
+        # "hourly charge"), and one such word must not sink a claim the other features support.
+        q_passage, _ = self._soft_coverage(question, surface_terms(passage.text) | surface_terms(section))
+        _, q_corpus = self._soft_coverage(question, self.vocabulary | surface_terms(passage.text + " " + section))
+        return RelevanceFeatures(
+            question_coverage=q_mean,
+            question_passage_coverage=q_passage,
+            question_claim_sim=max(0.0, float(claim_vec @ question_vec)),
+            answer_type_match=answer_type_match(expected_answer_type(question), claim),
+            question_numbers_supported=(
+                1.0 if T.bare_numbers(question) <= T.bare_numbers(passage.text + " " + claim) else 0.0
+            ),
+            question_corpus_coverage=q_corpus,
+        )
+
+
+class FeatureVerifier:
+    name = FEATURE_VERIFIER
+
+    def __init__(
+        self, support: SupportJudge, relevance: RelevanceExtractor, coefficients: Coefficients | None = None
+    ) -> None:
+        self.support = support
+        self.relevance = relevance
+        self.coef = coefficients or load_coefficients()
+
+    def set_corpus(self, passage_texts: Sequence[str]) -> None:
+        self.support.set_corpus(passage_texts)
+        self.relevance.set_corpus(passage_texts)
+
+    def relevance_of(
+        self, question: str, claim: str, claim_vec: np.ndarray, question_vec: np.ndarray, passage: ScoredPassage
+    ) -> float:
+        return self.coef.relevance.probability(
+            self.relevance.features(question, claim, claim_vec, question_vec, passage)
+        )
+
+    def verify_now(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification:
+        """`verify`, in the calling thread (the generator's per-part judgment runs in its worker thread)."""
+        if not claims:
+            return Verification(verdicts=[])
+        embedder = self.relevance.sentences.embedder
+        q_vec = embedder.embed_query(question)
+        claim_vecs = self.relevance.sentences.get(list(claims))
+        by_id = {p.id: p for p in passages}
+        verdicts: list[ClaimVerdict] = []
+        for claim, c_vec, judged in zip(claims, claim_vecs, self.support.judge(claims, passages), strict=True):
+            chosen = supporting([PassageScore(s.passage_id, s.score, s.quoted) for s in judged])
+            if not chosen:
+                verdicts.append(MISSING_VERDICT)
+                continue
+            # Whether the claim answers the question, read against the passages that state it.
+            relevance = max(self.relevance_of(question, claim, c_vec, q_vec, by_id[s.passage_id]) for s in chosen)
+            verdicts.append(
+                ClaimVerdict(
+                    support=round(chosen[0].score, 4),
+                    supporting_passage_ids=[s.passage_id for s in chosen],
+                    relevance=round(relevance, 4),
+                    quoted=chosen[0].quoted,
+                )
+            )
+        return Verification(verdicts=verdicts)
+
+    async def verify(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification:
+        if not claims:
+            return Verification(verdicts=[])
+        return await asyncio.to_thread(self.verify_now, question, claims, passages)
+
+
+def build_support_judge(
+    embedder: Embedder, sentences: SentenceEmbeddings, coefficients: Coefficients | None = None
+) -> SupportJudge:
+    coef = coefficients or load_coefficients()
+    return SupportJudge(sentences, WordVectors(embedder), coef.support)
+
+
+def build_feature_verifier(embedder: Embedder, sentences: SentenceEmbeddings | None = None) -> FeatureVerifier:
+    sentences = sentences or SentenceEmbeddings(embedder)
+    coef = load_coefficients()
+    words = WordVectors(embedder)
+    return FeatureVerifier(SupportJudge(sentences, words, coef.support), RelevanceExtractor(sentences, words), coef)

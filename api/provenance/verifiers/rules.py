@@ -1,0 +1,143 @@
+"""Rules every verifier shares: which passages count as a claim's support, what kind of answer a question
+asks for, and what a question takes for granted."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+import msgspec
+
+from provenance import text as T
+
+
+class LogisticModel(msgspec.Struct, frozen=True):
+    """A fitted logistic model over a features struct's named fields."""
+
+    features: list[str]
+    weights: list[float]
+    intercept: float
+
+    def probability(self, features: msgspec.Struct) -> float:
+        named = msgspec.structs.asdict(features)
+        values = [float(named[name]) for name in self.features]
+        z = sum(w * v for w, v in zip(self.weights, values, strict=True)) + self.intercept
+        return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+
+
+class PassageScore(msgspec.Struct, frozen=True):
+    """A claim's score against one passage."""
+
+    passage_id: str
+    score: float
+    # The claim is one of the passage's sentences, word for word.
+    quoted: bool = False
+
+
+# A passage beside the best one counts as support when it scores at least this...
+SUPPORT_KEEP = 0.5
+# ...and no further below the best than this.
+SUPPORT_MARGIN = 0.15
+
+
+def supporting(scored: Sequence[PassageScore]) -> list[PassageScore]:
+    """The passages that support a claim, best first. The best-scoring passage always counts, so the lexical
+    check compares the claim's numbers with the passage the verifier actually relied on."""
+    ranked = sorted(scored, key=lambda s: -s.score)
+    if not ranked:
+        return []
+    best = ranked[0].score
+    return [ranked[0]] + [s for s in ranked[1:] if s.score >= SUPPORT_KEEP and s.score >= best - SUPPORT_MARGIN]
+
+
+# --- answer-type agreement ----------------------------------------------------------------------
+
+_TIME = re.compile(r"\b\d{1,2}(:\d{2})?\s?(am|pm|a\.m\.|p\.m\.)|\b(noon|midnight|\d{1,2}:\d{2})\b", re.I)
+_DAY = re.compile(r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|weekday)s?\b", re.I)
+_MONEY = re.compile(
+    r"[$£€]\s?\d|\b\d+(\.\d+)?\s?(dollars|usd|pounds|euros)\b|\bfree\b|\bno (extra )?(cost|charge)", re.I
+)
+_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})s?\b|\bcentur(y|ies)\b", re.I)
+# A question that asks for a kind of thing (not yes or no) opens with one of these.
+_WH = re.compile(r"^\W*(how|what|what's|when|where|which|who|whom|whose)\b", re.I)
+
+
+def expected_answer_type(question: str) -> str | None:
+    q = question.lower()
+    if re.search(r"\bhow much\b|\bcost\b|\bprice\b|\bfee\b|\bcharge\b|\bpay\b", q):
+        return "money"
+    if re.search(r"\bwhat time\b|\bhours?\b|\bopen\b|\bclose\b", q) and not re.search(r"\bhow many hours\b", q):
+        return "time"
+    if re.search(r"\bhow (many|long|old|often|far|big|large)\b|\bminimum\b|\bmaximum\b|\blimit\b", q):
+        return "number"
+    if re.search(r"^(when|what (year|date|day|century))\b|\bwhen\b", q):
+        return "date"
+    if re.search(r"\b(email|e-mail|contact|phone|call)\b", q):
+        return "contact"
+    if re.search(r"^(who|whom|whose)\b", q):
+        return "person"
+    return None
+
+
+def answer_type_match(kind: str | None, claim: str) -> float:
+    if kind is None:
+        return 1.0
+    if kind == "money":
+        return 1.0 if _MONEY.search(claim) else 0.0
+    if kind == "time":
+        return 1.0 if _TIME.search(claim) or _DAY.search(claim) else 0.0
+    if kind == "number":
+        return 1.0 if T.bare_numbers(claim) else 0.0
+    if kind == "date":
+        return 1.0 if T.months(claim) or _YEAR.search(claim) or _DAY.search(claim) or T.bare_numbers(claim) else 0.0
+    if kind == "contact":
+        return 1.0 if T.emails(claim) or re.search(r"\d{3}[ -]?\d{3,4}", claim) else 0.0
+    if kind == "person":
+        return 1.0 if T.entities(claim) else 0.0
+    return 1.0
+
+
+# The kinds of answer a claim can be checked for without reading it.
+CHECKABLE_TYPES = frozenset({"money", "time", "date"})
+
+
+def wrong_answer_type(question: str, claims: Sequence[str]) -> str | None:
+    """The kind of answer a wh-question asks for ("how much": an amount) when no claim is of that kind. None
+    when a claim is, when a part of the question asks yes or no ("Do I still pay for my locker?" is answered
+    by a rule, not a price), or asks for a kind that needs reading to check."""
+    kinds = []
+    for part in T.sub_questions(question):
+        kind = expected_answer_type(part) if _WH.match(part) else None
+        if kind not in CHECKABLE_TYPES or any(answer_type_match(kind, c) for c in claims):
+            return None
+        kinds.append(kind)
+    return kinds[0] if kinds else None
+
+
+# --- premise check --------------------------------------------------------------------------------
+
+_PREMISE = re.compile(
+    r"^\s*(since|now that|given that|as|because|seeing that|considering that)\s+(?P<premise>[^,?]+),",
+    re.IGNORECASE,
+)
+# The share of a premise's content words the passages must hold for it to count as stated.
+PREMISE_COVERAGE = 0.75
+
+
+def question_premise(question: str) -> str | None:
+    """A clause the question takes for granted ("Since the pool is open late, ..."): it must be supported."""
+    m = _PREMISE.match(question)
+    return m.group("premise") if m else None
+
+
+def unstated_premise(question: str, passage_texts: Sequence[str]) -> str | None:
+    """The question's premise when the passages never state it: no claim answers such a question, however
+    well supported the claim is on its own."""
+    premise = question_premise(question)
+    if premise is None:
+        return None
+    terms: set[str] = set()
+    for text in passage_texts:
+        terms |= T.content_terms(text)
+    return premise if T.overlap(T.content_terms(premise), terms) < PREMISE_COVERAGE else None

@@ -1,0 +1,356 @@
+"""Support: do the passages state the claim? Judged on this machine, in every profile, and without the
+question: a claim is stated by the passages or it isn't, whatever was asked.
+
+A claim is compared with every window of one or two adjacent sentences of each passage (with the passage's
+heading as context). A faithful restatement passes, quoted or reworded ("A lost fob costs $15 to replace"
+for "A replacement keyfob costs $15."): its words are the window's, or their near-synonyms, and it means
+what the window means. A changed fact fails:
+- a number, amount, time, month or name that no single sentence of the passage states together with the
+  claim's other numbers and names (the Maker rate given as the concession rate, a guest limit given to
+  the wrong tier) is vetoed outright;
+- so is a flipped rule: the claim and the clause of the window that says the same thing disagree on
+  negation ("may" for "may not");
+- an added clause brings words the window lacks, which the score counts against the claim.
+
+The score is a monotone logistic model over three named features (coverage, added, similarity), fitted by
+`evals/calibrate_support.py`; the vetoes cap it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+import msgspec
+import numpy as np
+
+from provenance import text as T
+from provenance.passages import ScoredPassage
+from provenance.verifiers.rules import LogisticModel
+from provenance.verifiers.vectors import SentenceEmbeddings, WordVectors, soft_match, surface_terms
+
+# A claim quoted word for word is what the passage says: certain, not an estimate.
+QUOTED_SUPPORT = 1.0
+# The cap on a claim with a number, date or name that no sentence states with the rest of its facts.
+FACT_VETO = 0.02
+# The cap on a claim whose rule is the passage's, flipped.
+NEGATION_VETO = 0.05
+# Adjacent sentences a restatement may draw on.
+WINDOW_SENTENCES = 2
+# A word that only starts or ends another of at least this many letters is the same word ("fob"/"keyfob",
+# "replac"/"replacement").
+COMPOUND_MIN = 3
+
+# A clause boundary inside a sentence: "No fee is charged while paused, but locker rent continues..."
+_CLAUSES = re.compile(r",?\s+(?:but|whereas|although)\s+|;\s*|,\s+and\s+|:\s+", re.IGNORECASE)
+# Words that restrict or deny, beside the negations: "only Keyholders may" says what "may not, except
+# Keyholders" says.
+_RESTRICTS = re.compile(r"\bnon-?\w|\b(only|except|unless|without)\b", re.IGNORECASE)
+# "At no cost" is "free", not a denial.
+_NO_COST = re.compile(r"\b(at )?no (extra |additional )?(cost|charge)\b|\bfree of charge\b", re.IGNORECASE)
+# Words a restatement adds without adding a fact ("you get", "it costs", "members have"): not counted as
+# what the claim says beyond its evidence.
+LIGHT_WORDS = frozenset(
+    [
+        "get",
+        "gets",
+        "got",
+        "getting",
+        "pay",
+        "pays",
+        "paid",
+        "paying",
+        "cost",
+        "costs",
+        "have",
+        "has",
+        "having",
+        "take",
+        "takes",
+        "make",
+        "makes",
+        "need",
+        "needs",
+        "able",
+        "allowed",
+        "permitted",
+        "use",
+        "used",
+        "using",
+        "go",
+        "goes",
+        "come",
+        "comes",
+        "keep",
+        "keeps",
+        "give",
+        "gives",
+        "given",
+        "also",
+        "there",
+        "here",
+        "member",
+        "members",
+        "you",
+        "your",
+        "everyone",
+        "anyone",
+        "someone",
+        "person",
+        "people",
+        "one",
+        "any",
+        "every",
+        "each",
+        "whole",
+        "total",
+    ]
+)
+# Words that must match exactly, never as near-synonyms: "Tuesday" is not "Monday", "March" not "May".
+_EXACT = re.compile(
+    r"^(monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|weekday|morning|afternoon|evening|"
+    r"january|february|march|april|may|june|july|august|september|october|november|december|daily|weekly|"
+    r"monthly|yearly|annual|hour|day|week|month|year|minute|standard|large|small|first|second|third|last)",
+    re.IGNORECASE,
+)
+
+
+class SupportFeatures(msgspec.Struct, frozen=True):
+    # Mean over the claim's content words of how well the window holds each (exactly, as part of a
+    # compound, or as a near-synonym), 0 to 1.
+    coverage: float
+    # What the claim says that the window doesn't: the sum over its words of what coverage misses.
+    added: float
+    # The claim's embedding similarity to the window's closest sentence.
+    similarity: float
+
+
+class PassageSupport(msgspec.Struct, frozen=True):
+    passage_id: str
+    score: float
+    quoted: bool
+    # The evidence: [start, end) in the passage's text of the window the score came from.
+    start: int
+    end: int
+    features: SupportFeatures | None = None
+    # Why the score was capped, when it was: "fact_not_stated" or "negation_flipped".
+    veto: str | None = None
+
+
+def negated(text: str) -> bool:
+    text = _NO_COST.sub("free", text)
+    return T.has_negation(text) or _RESTRICTS.search(text) is not None
+
+
+def clauses(text: str) -> list[str]:
+    return [c for c in _CLAUSES.split(text) if len(T.words(c)) >= 2] or [text]
+
+
+class _Sentence(msgspec.Struct, frozen=True):
+    start: int
+    end: int
+    text: str
+    terms: dict[str, str]
+    numbers: set[str]
+    months: set[str]
+
+
+class _Clause(msgspec.Struct, frozen=True):
+    text: str
+    names: set[str]
+    numbers: set[str]
+    months: set[str]
+    emails: set[str]
+    units: set[str]
+
+    @property
+    def has_facts(self) -> bool:
+        return bool(self.names or self.numbers or self.months or self.emails or self.units)
+
+
+# Units of time are facts like numbers ("$10 per week" is not "$10 per month"); a unit may be stated as
+# its equivalent ("a year" for "12 months").
+_UNITS = {"minute": "minute", "hour": "hour", "day": "day", "week": "week", "month": "month", "year": "year"}
+_UNIT_EQUIVALENTS = {"year": ("12 month",), "week": ("7 day", "seven day"), "month": ("30 day",), "day": ("24 hour",)}
+
+
+def _units(text: str) -> set[str]:
+    return {_UNITS[T.stem(w)] for w in T.words(text) if T.stem(w) in _UNITS}
+
+
+def _states_unit(unit: str, sentence: str) -> bool:
+    lowered = " ".join(T.stem(w) for w in T.words(sentence))
+    return unit in _units(sentence) or any(e in lowered for e in _UNIT_EQUIVALENTS.get(unit, ()))
+
+
+class SupportJudge:
+    """Scores claims against passages, without the question."""
+
+    def __init__(self, sentences: SentenceEmbeddings, words: WordVectors, model: LogisticModel) -> None:
+        self.sentences = sentences
+        self.words = words
+        self.model = model
+        # Words the corpus writes capitalised mid-sentence more often than not (tiers, rooms, people): a claim
+        # that names one must name the one its evidence does, wherever in the claim it stands.
+        self.names: set[str] = set()
+
+    def set_corpus(self, passage_texts: Sequence[str]) -> None:
+        capitalised: Counter[str] = Counter()
+        lower: Counter[str] = Counter()
+        for text in passage_texts:
+            for sentence in T.split_sentences(text):
+                for i, token in enumerate(re.findall(r"[A-Za-z][\w'’-]*", sentence)):
+                    if token[0].isupper() and i > 0:
+                        capitalised[T.stem(token.lower())] += 1
+                    elif token[0].islower():
+                        lower[T.stem(token)] += 1
+        self.names = {w for w, n in capitalised.items() if n > lower[w] and w not in T.STOPWORDS}
+
+    # --- one claim against one passage ------------------------------------------------------------
+
+    def _sentences(self, passage: ScoredPassage) -> list[_Sentence]:
+        return [
+            _Sentence(start, end, text, surface_terms(text), T.numbers(text), T.months(text))
+            for start, end, text in T.sentence_ranges(passage.text)
+        ]
+
+    def _clauses(self, claim: str) -> list[_Clause]:
+        out = []
+        for text in clauses(claim):
+            names = {t for t in surface_terms(text) if t in self.names}
+            names |= {e for e in T.entities(text) if len(e) > 1 and not e.isdigit()}
+            out.append(_Clause(text, names, T.numbers(text), T.months(text), T.emails(text), _units(text)))
+        return out
+
+    @staticmethod
+    def _facts_in(clause: _Clause, sentence: _Sentence, heading: dict[str, str]) -> bool:
+        return (
+            not T.unsupported_numbers(clause.text, sentence.text)
+            and clause.months <= sentence.months
+            and clause.emails <= T.emails(sentence.text)
+            and all(_states_unit(u, sentence.text) for u in clause.units)
+            and all(n in sentence.terms or n in heading for n in clause.names)
+        )
+
+    def _facts_stated(self, parts: Sequence[_Clause], window: Sequence[_Sentence], heading: dict[str, str]) -> bool:
+        """Each clause's numbers, months and names stand together in one sentence of the window (the heading
+        names what its sentences are about)."""
+        return all(
+            any(self._facts_in(c, s, heading) for s in window) for c in parts if c.names or c.numbers or c.months
+        )
+
+    def _bound_elsewhere(
+        self, parts: Sequence[_Clause], sentences: Sequence[_Sentence], heading: dict[str, str]
+    ) -> bool:
+        """A clause whose facts stand in one sentence, with a word that the passage binds to other facts in
+        another: "A standard locker ... costs $22" where $22 is the large locker's price and the standard
+        one's is $14; "On Tuesday the makerspace is closed for cleaning" where Monday is the cleaning day."""
+        for clause in parts:
+            if not (clause.numbers or clause.names):
+                continue
+            terms = {t for t in surface_terms(clause.text) if not t.isdigit() and t not in LIGHT_WORDS}
+            facts = T.bare_numbers(clause.text) | clause.names
+            anchors = [s for s in sentences if self._facts_in(clause, s, heading)]
+            if anchors and all(self._conflicts(a, terms, facts, sentences, heading) for a in anchors):
+                return True
+        return False
+
+    def _conflicts(
+        self,
+        anchor: _Sentence,
+        terms: set[str],
+        facts: set[str],
+        sentences: Sequence[_Sentence],
+        heading: dict[str, str],
+    ) -> bool:
+        for t in terms - set(anchor.terms) - set(heading):
+            for other in sentences:
+                if other is anchor or t not in other.terms:
+                    continue
+                other_facts = T.bare_numbers(other.text) | {n for n in other.terms if n in self.names}
+                if other_facts and not other_facts & facts:
+                    return True
+        return False
+
+    def _coverage(self, claim_terms: dict[str, str], window_terms: dict[str, str]) -> list[float]:
+        scores: dict[str, float] = {}
+        missing = []
+        for stem_, word in claim_terms.items():
+            if stem_ in window_terms or any(_compound(stem_, other) for other in window_terms):
+                scores[stem_] = 1.0
+            elif _EXACT.match(word) or stem_ in self.names:
+                scores[stem_] = 0.0
+            else:
+                missing.append(word)
+        if missing:
+            sims = self.words.similarity(missing, list(window_terms.values()))
+            for word, row in zip(missing, sims, strict=True):
+                scores[T.stem(word)] = soft_match(float(row.max())) if row.size else 0.0
+        return list(scores.values())
+
+    def score(self, claim: str, claim_vec: np.ndarray, passage: ScoredPassage) -> PassageSupport:
+        sentences = self._sentences(passage)
+        if T.is_sentence_of(claim, passage.text):
+            hit = next((s for s in sentences if " ".join(s.text.split()) == " ".join(claim.split())), None)
+            start, end = (hit.start, hit.end) if hit else (0, len(passage.text))
+            return PassageSupport(passage.id, QUOTED_SUPPORT, True, start, end)
+        if not sentences:
+            return PassageSupport(passage.id, 0.0, False, 0, 0)
+        # Numbers are checked as facts, not as words to cover.
+        claim_terms = {k: v for k, v in surface_terms(claim).items() if not k.isdigit() and v not in LIGHT_WORDS}
+        heading = surface_terms(passage.heading)
+        parts = self._clauses(claim)
+        sims = self.sentences.get([s.text for s in sentences]) @ claim_vec
+        bound_elsewhere = self._bound_elsewhere(parts, sentences, heading)
+        best: PassageSupport | None = None
+        for i in range(len(sentences)):
+            for j in range(i + 1, min(i + WINDOW_SENTENCES, len(sentences)) + 1):
+                window = sentences[i:j]
+                terms: dict[str, str] = dict(heading)
+                for s in window:
+                    terms.update(s.terms)
+                covered = self._coverage(claim_terms, terms) if claim_terms else [1.0]
+                features = SupportFeatures(
+                    coverage=round(sum(covered) / len(covered), 4),
+                    added=round(sum(1.0 - c for c in covered), 4),
+                    similarity=round(max(0.0, float(sims[i:j].max())), 4),
+                )
+                p, veto = self.model.probability(features), None
+                if bound_elsewhere or not self._facts_stated(parts, window, heading):
+                    p, veto = min(p, FACT_VETO), "fact_not_stated"
+                elif _negation_flipped(claim, " ".join(s.text for s in window)):
+                    p, veto = min(p, NEGATION_VETO), "negation_flipped"
+                if best is None or p > best.score:
+                    best = PassageSupport(passage.id, p, False, window[0].start, window[-1].end, features, veto)
+        assert best is not None
+        return msgspec.structs.replace(best, score=round(best.score, 4))
+
+    def judge(self, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> list[list[PassageSupport]]:
+        """Every claim against every passage."""
+        if not claims:
+            return []
+        vectors = self.sentences.get(list(claims))
+        return [[self.score(c, v, p) for p in passages] for c, v in zip(claims, vectors, strict=True)]
+
+
+def _compound(a: str, b: str) -> bool:
+    """One word as the head or the stem of the other: "fob"/"keyfob", "space"/"makerspace",
+    "replac"/"replacement"."""
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    if len(short) < COMPOUND_MIN or short == long_ or short.isdigit():
+        return False
+    return long_.endswith(short) or (len(short) > COMPOUND_MIN and long_.startswith(short))
+
+
+def _negation_flipped(claim: str, window: str) -> bool:
+    """Whether the claim and the sentence of the window that shares most of its words disagree on whether
+    they deny or restrict. Whole sentences, not clauses: a restatement moves the "not" between clauses
+    ("If you haven't turned up, the booking is released" for "...is released if the member has not
+    arrived")."""
+    sentences = T.split_sentences(window)
+    terms = T.content_terms(claim)
+    if not sentences or not terms:
+        return False
+    closest = max(sentences, key=lambda s: len(terms & T.content_terms(s)))
+    return negated(claim) != negated(closest)
