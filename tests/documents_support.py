@@ -9,11 +9,15 @@ DOCX is written by python-docx with Word's built-in Heading and List styles.
 
 from __future__ import annotations
 
+import base64
 import html
+import io
 import re
 from pathlib import Path
 
 import docx
+import pypdf
+from PIL import Image
 from playwright.async_api import async_playwright
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -31,7 +35,7 @@ _HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
 
 # A narrow column with `hyphens: auto`, so Chromium breaks words at line ends (the reader must join them).
 PRINT_CSS = """
-body { font: 11pt/1.35 serif; width: 9cm; hyphens: auto; -webkit-hyphens: auto; text-align: justify; }
+body { font: 11pt/1.35 serif; width: 7cm; hyphens: auto; -webkit-hyphens: auto; text-align: justify; }
 h1 { font-size: 22pt; } h2 { font-size: 16pt; } h3 { font-size: 13pt; }
 h1, h2, h3 { hyphens: none; }
 nav, header, footer, aside { font-size: 9pt; }
@@ -172,3 +176,22 @@ def markdown_to_docx(markdown: str, out: Path) -> Path:
     flush()
     document.save(str(out))
     return out
+
+
+def encrypted_pdf(source: Path, out: Path) -> Path:
+    """`source` encrypted with a user password (AES-128, by pypdf): it can't be opened without it."""
+    writer = pypdf.PdfWriter(clone_from=pypdf.PdfReader(source))
+    writer.encrypt(user_password="secret", owner_password="owner", algorithm="AES-128")
+    writer.write(out)
+    return out
+
+
+async def scanned_pdf(out: Path) -> Path:
+    """A page that is only a picture of text, as a scanner makes it: Chromium prints an image, no text layer."""
+    picture = Image.new("L", (600, 200), 255)
+    picture.paste(0, (40, 80, 560, 96))  # a dark bar where a line of text would be
+    buffer = io.BytesIO()
+    picture.save(buffer, format="PNG")
+    data = base64.b64encode(buffer.getvalue()).decode()
+    page = f'<!doctype html><html><body><img src="data:image/png;base64,{data}" width="500"></body></html>'
+    return await html_to_pdf(page, out, running=False)

@@ -13,8 +13,9 @@ How a page's text becomes blocks:
   sizes at most); consecutive lines of one heading size are one heading.
 - A paragraph ends where the gap to the next line is over 1.3 times the body's usual line spacing, where
   the size changes, at a bullet, or at a page break after a line that ends a sentence.
-- A word hyphenated at a line end is joined again; the hyphen stays only when the document writes the
-  joined word with a hyphen elsewhere ("orange-tagged") and never without.
+- A word hyphenated at a line end is joined again. A printed break (U+2010, or a soft hyphen) is always
+  dropped; a plain hyphen-minus stays after one or two letters ("E-bike") and where the document writes
+  the compound with a hyphen elsewhere ("orange-tagged") and never without.
 
 Pages are the file's own page numbers, counted from 1, which is what a PDF viewer's page box takes; the
 printed page labels (roman numerals for a preface, say) may differ.
@@ -329,14 +330,22 @@ def _join(lines: list[_Line], vocabulary: set[str]) -> str:
         start = re.match(r"[a-z]+", line.text)
         if end and start:
             left, right = end.group(1), start.group(0)
-            compound = f"{left}-{right}".lower()
-            keep = (
-                text.endswith(("-", "\u2010")) and compound in vocabulary and (left + right).lower() not in vocabulary
-            )
-            text = text[: end.end(1)] + ("-" if keep else "") + line.text
+            text = text[: end.end(1)] + ("-" if _keeps_hyphen(text[-1], left, right, vocabulary) else "") + line.text
         else:
             text += " " + line.text
     return text
+
+
+def _keeps_hyphen(hyphen: str, left: str, right: str, vocabulary: set[str]) -> bool:
+    """Whether a hyphen at a line end belongs to the word. A printed hyphenation break (U+2010, as Chromium
+    writes it, or a soft hyphen) never does. A plain hyphen-minus may be either: it stays after a letter or
+    two ("E-bike", "X-ray"), or where the document writes the compound ("orange-tagged") and never the
+    joined word."""
+    if hyphen != "-":
+        return False
+    if len(left) <= 2:
+        return True
+    return f"{left}-{right}".lower() in vocabulary and (left + right).lower() not in vocabulary
 
 
 def _title(document: PDFDocument) -> str | None:
