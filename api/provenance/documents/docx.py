@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 import docx
+from docx.enum.style import WD_STYLE_TYPE
 from docx.table import Table
 from docx.text.paragraph import Paragraph
 
@@ -31,10 +32,28 @@ def _heading_level(style: Any) -> int:
     return 0
 
 
-def _is_list(paragraph: Paragraph) -> bool:
-    style = (paragraph.style.name or "") if paragraph.style is not None else ""
-    ppr = paragraph._p.pPr  # python-docx exposes numbering only through the XML
-    return style.lower().startswith("list") or (ppr is not None and ppr.numPr is not None)
+class _Styles:
+    """Each paragraph style's heading level and whether it is a list style, worked out once a style:
+    `Paragraph.style` looks the style up in the styles part on every call, the slowest part of reading."""
+
+    def __init__(self, document: Any) -> None:
+        self.level: dict[str | None, int] = {}
+        self.listing: set[str | None] = set()
+        for style in document.styles:
+            if style.type != WD_STYLE_TYPE.PARAGRAPH:
+                continue
+            ids = [style.style_id] + ([None] if style == document.styles.default(WD_STYLE_TYPE.PARAGRAPH) else [])
+            for sid in ids:
+                self.level[sid] = _heading_level(style)
+                if (style.name or "").lower().startswith("list"):
+                    self.listing.add(sid)
+
+    def of(self, paragraph: Paragraph) -> tuple[int, bool]:
+        """(heading level or 0, whether it is a list item)."""
+        sid = paragraph._p.style  # the style id as the XML holds it; python-docx has no public accessor
+        ppr = paragraph._p.pPr  # numbering, too, only through the XML
+        numbered = ppr is not None and ppr.numPr is not None
+        return self.level.get(sid, 0), sid in self.listing or numbered
 
 
 def _table_rows(table: Table) -> list[Block]:
@@ -53,6 +72,7 @@ def _table_rows(table: Table) -> list[Block]:
 
 def read_docx(path_or_stream: Any) -> list[Block]:
     document = docx.Document(path_or_stream)
+    styles = _Styles(document)
     blocks: list[Block] = []
     in_list = False
     for item in document.iter_inner_content():
@@ -60,13 +80,13 @@ def read_docx(path_or_stream: Any) -> list[Block]:
             blocks += [BLANK, *_table_rows(item), BLANK]
             in_list = False
             continue
-        level = _heading_level(item.style)
+        level, listed = styles.of(item)
         text = item.text
         if level:
             if collapse(text):
                 blocks += [BLANK, Block(collapse(text), level), BLANK]
             in_list = False
-        elif _is_list(item):
+        elif listed:
             if not in_list:
                 blocks.append(BLANK)
             blocks += [Block("- " + collapse(line)) for line in text.splitlines() if line.strip()]
