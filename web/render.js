@@ -25,6 +25,14 @@ const STAGES = [
 
 const capitalise = (t) => t.charAt(0).toUpperCase() + t.slice(1);
 
+/** Where a passage is: its file, and for a paged source (PDF) its page or pages ("handbook.pdf, pp. 12–13"). */
+export function sourceLabel(x) {
+  const pages = Array.isArray(x.pages) ? x.pages : [];
+  if (!pages.length) return x.source;
+  const [first, last] = [pages[0], pages[pages.length - 1]];
+  return `${x.source}, ${first === last ? `p. ${first}` : `pp. ${first}–${last}`}`;
+}
+
 const STATUS_WORDS = { ok: 'ok', skipped: 'skipped', blocked: 'blocked', failed: 'failed', hit: 'hit', miss: 'miss' };
 
 /* ---------- bars ---------- */
@@ -120,7 +128,7 @@ function citationItem(c, i, ctx) {
   const tag = ctx.labels.get(c.passageId);
   const button = h('button', { type: 'button', class: 'citation__button', 'aria-expanded': 'false', 'aria-controls': paneId },
     tag ? h('span', { class: 'ptag', text: tag }) : null,
-    h('span', { class: 'crumb' }, h('span', { text: c.source }), h('span', { class: 'crumb__sep', 'aria-hidden': 'true', text: ' › ' }),
+    h('span', { class: 'crumb' }, h('span', { text: sourceLabel(c) }), h('span', { class: 'crumb__sep', 'aria-hidden': 'true', text: ' › ' }),
       h('span', { class: 'visually-hidden', text: ', section ' }), h('span', { text: c.heading })),
     h('span', { class: 'citation__toggle', 'aria-hidden': 'true' }));
   let loaded = false;
@@ -269,7 +277,7 @@ function passageCard(p, i, ctx, { supports, cited, used }) {
   }, h('details', {},
     h('summary', { class: 'passage__summary' },
       h('span', { class: 'ptag', text: `P${i + 1}` }),
-      h('span', { class: 'passage__title' }, h('span', { class: 'crumb' }, p.source,
+      h('span', { class: 'passage__title' }, h('span', { class: 'crumb' }, sourceLabel(p),
         h('span', { class: 'crumb__sep', 'aria-hidden': 'true', text: ' › ' }), h('span', { class: 'visually-hidden', text: ', section ' }), p.heading)),
       marks.length ? h('span', { class: 'passage__marks' }, marks) : null,
       h('span', { class: 'passage__score' }, scoreBar(p.score, { tone: 'info', scale, label: 'Retrieval score' }),

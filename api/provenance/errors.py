@@ -56,3 +56,8 @@ class Overloaded(ServiceError):
 
 class ConfigurationError(Exception):
     """Raised for a state of the deployment an operator must fix (wrong embedding model, say)."""
+
+
+class UnreadableDocument(Exception):
+    """A file ingest can't read (encrypted, scanned, corrupt, truncated, empty, or of a format it doesn't
+    know). Its message is the one-line reason ingest prints beside the file's name; the rest ingest."""

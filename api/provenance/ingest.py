@@ -1,6 +1,7 @@
-"""Ingest a folder of Markdown/text files into a named corpus: chunk, embed what changed, replace that
-corpus's passages in one transaction. Other corpora are left alone; ingesting another folder into a corpus
-replaces its contents only when asked to (`replace`)."""
+"""Ingest a folder of documents (Markdown, text, HTML, Word, PDF) into a named corpus: read each with its
+format's reader, chunk, embed what changed, replace that corpus's passages in one transaction. A file that
+can't be read is skipped with its reason, and the rest ingest. Other corpora are left alone; ingesting
+another folder into a corpus replaces its contents only when asked to (`replace`)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,15 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from provenance.chunking import Chunk, chunk_document
+from provenance.chunking import Chunk, chunk_blocks
 from provenance.corpora import DEFAULT_CORPUS, EXAMPLE_FILES, CorpusMeta, describe, valid_name
+from provenance.documents.blocks import Block, Document
+from provenance.documents.read import SUFFIXES, TEXT_SUFFIXES, read_document
 from provenance.embedder import Embedder
-from provenance.errors import ConfigurationError
+from provenance.errors import ConfigurationError, UnreadableDocument
 from provenance.progress import Progress
 from provenance.store import CorpusDescription, CorpusStore
 
-SUFFIXES = (".md", ".markdown", ".txt")
 # A file whose first line is this marker documents the corpus rather than belonging to it (COVERAGE.md).
 IGNORE_MARKER = "<!-- provenance: ignore -->"
 CHUNKER_VERSION = "1"
@@ -33,8 +35,9 @@ class CorpusConflict(ConfigurationError):
 @dataclass
 class SourceFile:
     name: str
-    text: str
+    text: str  # Markdown: the file as written; other formats: their outline as Markdown (for `describe`)
     raw_hash: str
+    blocks: list[Block] = field(default_factory=list)
 
 
 @dataclass
@@ -53,8 +56,12 @@ class IngestReport:
 
     def summary(self) -> str:
         if self.unchanged:
-            return (
-                f"corpus {self.corpus} unchanged ({self.passages} passages, version {self.version}); nothing embedded"
+            return "\n".join(
+                [
+                    f"corpus {self.corpus} unchanged ({self.passages} passages, version {self.version}); "
+                    "nothing embedded",
+                    *skipped_lines(self.skipped_files),
+                ]
             )
         lines = []
         if self.replaced_from:
@@ -69,14 +76,24 @@ class IngestReport:
             f"ingested {self.files} files into corpus {self.corpus}: {self.passages} passages, {self.embedded} "
             f"embedded, {self.deleted} removed{removed}; corpus version {self.version}"
         )
-        lines += [f"skipped {name}: {why}" for name, why in self.skipped_files]
+        lines += skipped_lines(self.skipped_files)
         if self.hnsw_built:
             lines.append("built the HNSW index")
         return "\n".join(lines)
 
 
+def skipped_lines(skipped: list[tuple[str, str]]) -> list[str]:
+    """The summary's account of what was not ingested: one line a file, with its reason."""
+    if not skipped:
+        return []
+    return [f"skipped {len(skipped)} file{'s' if len(skipped) > 1 else ''}:"] + [
+        f"  {name}: {why}" for name, why in skipped
+    ]
+
+
 def read_sources(directory: Path) -> tuple[list[SourceFile], list[tuple[str, str]]]:
-    """Read every .md/.txt under directory; a binary, non-UTF-8 or empty file is reported, not fatal."""
+    """Read every document under directory with its format's reader; a file that can't be read (an unknown
+    format, binary or non-UTF-8 text, empty, encrypted, scanned, corrupt) is reported, not fatal."""
     if not directory.is_dir():
         raise ConfigurationError(f"corpus folder not found: {directory}")
     files: list[SourceFile] = []
@@ -87,24 +104,19 @@ def read_sources(directory: Path) -> tuple[list[SourceFile], list[tuple[str, str
         name = path.relative_to(directory).as_posix()
         if name in EXAMPLE_FILES:
             continue  # the corpus's example questions (provenance.corpora), not a document
-        if path.suffix.lower() not in SUFFIXES:
-            skipped.append((name, f"not a .md or .txt file ({path.suffix or 'no suffix'})"))
-            continue
         raw = path.read_bytes()
-        if b"\x00" in raw:
-            skipped.append((name, "binary content"))
+        if path.suffix.lower() in TEXT_SUFFIXES and raw.decode("utf-8", "replace").lstrip().startswith(IGNORE_MARKER):
             continue
         try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            skipped.append((name, f"not valid UTF-8 (byte {exc.start})"))
+            blocks = read_document(name, raw)
+        except UnreadableDocument as exc:
+            skipped.append((name, str(exc)))
             continue
-        if not text.strip():
-            skipped.append((name, "empty"))
+        if not any(b.text.strip() for b in blocks):
+            skipped.append((name, "no text"))
             continue
-        if text.lstrip().startswith(IGNORE_MARKER):
-            continue
-        files.append(SourceFile(name, text.lstrip("\ufeff"), hashlib.sha256(raw).hexdigest()))
+        text = raw.decode("utf-8").lstrip("\ufeff") if path.suffix.lower() in TEXT_SUFFIXES else ""
+        files.append(SourceFile(name, text or Document(blocks).as_markdown(), hashlib.sha256(raw).hexdigest(), blocks))
     return files, skipped
 
 
@@ -143,7 +155,10 @@ async def ingest(
     files, skipped = read_sources(directory)
     report = IngestReport(files=len(files), skipped_files=skipped, corpus=corpus)
     if not files:
-        raise ConfigurationError(f"no readable .md or .txt files in {directory}")
+        why = "\n".join(skipped_lines(skipped))
+        raise ConfigurationError(
+            f"nothing to ingest in {directory}: no readable {', '.join(SUFFIXES)} files" + (f"\n{why}" if why else "")
+        )
     meta = describe(directory, [(f.name, f.text) for f in files])
     fp = fingerprint(files, model_name, max_tokens, meta)
     source_dir = str(directory.resolve())
@@ -172,7 +187,7 @@ async def ingest(
         )
     chunks: list[Chunk] = []
     for f in files:
-        chunks.extend(chunk_document(f.name, f.text, embedder.count_tokens, max_tokens))
+        chunks.extend(chunk_blocks(f.name, f.blocks, embedder.count_tokens, max_tokens))
     ids = [c.id for c in chunks]
     if len(set(ids)) != len(ids):
         dupes = sorted({i for i in ids if ids.count(i) > 1})

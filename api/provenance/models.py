@@ -108,12 +108,18 @@ class ScreeningStage(Wire):
     score: float | None = None
 
 
+# Where a passage is in a paged source (PDF): every page it is on, first to last, counted from 1 as a
+# viewer's page box counts them ("handbook.pdf, pp. 12–13"); null for sources without pages.
+Pages = Annotated[list[Annotated[int, msgspec.Meta(ge=1)]] | None, msgspec.Meta(description="pages, for a PDF")]
+
+
 class RetrievedPassage(Wire):
     id: str
     source: str
     heading: str
     text: str
     score: float
+    pages: Pages = None
 
 
 class RetrievalStage(Wire):
@@ -246,6 +252,7 @@ class Citation(Wire):
     passage_id: str
     source: str
     heading: str
+    pages: Pages = None
 
 
 class AskResponse(Wire):
@@ -327,6 +334,7 @@ class PassageOut(Wire):
     text: str
     token_count: int
     embedding_model: str
+    pages: Pages = None
 
 
 class PublicConfig(Wire):

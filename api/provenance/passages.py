@@ -12,3 +12,4 @@ class ScoredPassage(msgspec.Struct, frozen=True):
     heading: str
     text: str
     score: float
+    pages: list[int] | None = None  # the pages of a paged source (PDF) it came from, in order

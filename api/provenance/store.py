@@ -170,7 +170,9 @@ top AS (
     -- COLLATE "C": ties go to the smaller id by code point, whatever the database's collation.
     SELECT id, rrf FROM fused ORDER BY rrf DESC, id COLLATE "C" LIMIT $6
 )
-SELECT p.id, p.source, p.heading, p.text, 1 - (p.embedding <=> $1) AS score
+SELECT p.id, p.source, p.heading, p.text, 1 - (p.embedding <=> $1) AS score,
+    CASE WHEN p.first_page IS NULL THEN NULL ELSE ARRAY(SELECT generate_series(p.first_page, p.last_page)) END
+        AS pages
 FROM top t
 JOIN passages p ON p.corpus = $3 AND p.id = t.id
 ORDER BY t.rrf DESC, t.id COLLATE "C"
@@ -205,8 +207,10 @@ class CorpusStore(_Pooled):
         """The passage as GET /passages/{id} answers it: the wire type, built straight from the row."""
         async with self._conn() as conn:
             row = await conn.fetchrow(
-                "SELECT id, source, heading, text, token_count, embedding_model FROM passages"
-                " WHERE corpus = $1 AND id = $2",
+                "SELECT id, source, heading, text, token_count, embedding_model,"
+                " CASE WHEN first_page IS NULL THEN NULL ELSE ARRAY(SELECT generate_series(first_page, last_page))"
+                " END AS pages"
+                " FROM passages WHERE corpus = $1 AND id = $2",
                 corpus,
                 passage_id,
             )
@@ -261,13 +265,13 @@ class CorpusStore(_Pooled):
                 """
                 INSERT INTO passages
                     (corpus, id, source, heading, position, text, token_count, embedding, embedding_model,
-                     content_hash)
-                VALUES ($10, $1, $2, $3, $4, $5, $6, $7, $8, $9)
+                     content_hash, first_page, last_page)
+                VALUES ($10, $1, $2, $3, $4, $5, $6, $7, $8, $9, $11, $12)
                 ON CONFLICT (corpus, id) DO UPDATE SET
                     source = EXCLUDED.source, heading = EXCLUDED.heading, position = EXCLUDED.position,
                     text = EXCLUDED.text, token_count = EXCLUDED.token_count, embedding = EXCLUDED.embedding,
                     embedding_model = EXCLUDED.embedding_model, content_hash = EXCLUDED.content_hash,
-                    updated_at = now()
+                    first_page = EXCLUDED.first_page, last_page = EXCLUDED.last_page, updated_at = now()
                 """,
                 [
                     (
@@ -281,16 +285,22 @@ class CorpusStore(_Pooled):
                         model,
                         c.content_hash,
                         corpus,
+                        *(c.pages or (None, None)),
                     )
                     for c in new_chunks
                 ],
                 timeout=timeout,
             )
-            # Unchanged passages may still have moved within their file.
+            # Unchanged passages may still have moved within their file, or to other pages of it.
             await conn.executemany(
-                "UPDATE passages SET position = $3, heading = $4"
-                " WHERE corpus = $1 AND id = $2 AND (position <> $3 OR heading <> $4)",
-                [(corpus, c.id, c.position, c.heading) for c in chunks if c.id not in embeddings],
+                "UPDATE passages SET position = $3, heading = $4, first_page = $5, last_page = $6"
+                " WHERE corpus = $1 AND id = $2 AND (position <> $3 OR heading <> $4"
+                " OR first_page IS DISTINCT FROM $5 OR last_page IS DISTINCT FROM $6)",
+                [
+                    (corpus, c.id, c.position, c.heading, *(c.pages or (None, None)))
+                    for c in chunks
+                    if c.id not in embeddings
+                ],
                 timeout=timeout,
             )
             await conn.execute(
@@ -342,7 +352,9 @@ class CorpusStore(_Pooled):
     async def vector_search(self, query: np.ndarray, k: int, corpus: str = DEFAULT_CORPUS) -> list[ScoredPassage]:
         async with self._conn() as conn:
             rows = await conn.fetch(
-                "SELECT id, source, heading, text, 1 - (embedding <=> $1) AS score"
+                "SELECT id, source, heading, text, 1 - (embedding <=> $1) AS score,"
+                " CASE WHEN first_page IS NULL THEN NULL ELSE ARRAY(SELECT generate_series(first_page, last_page))"
+                " END AS pages"
                 " FROM passages WHERE corpus = $3 ORDER BY embedding <=> $1 LIMIT $2",
                 query,
                 k,

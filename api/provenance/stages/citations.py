@@ -20,5 +20,8 @@ def citations_from_support(
         for pid in claim.supporting_passage_ids:
             if pid in by_id and pid not in seen:
                 seen.add(pid)
-                cited.append(Citation(passage_id=pid, source=by_id[pid].source, heading=by_id[pid].heading))
+                passage = by_id[pid]
+                cited.append(
+                    Citation(passage_id=pid, source=passage.source, heading=passage.heading, pages=passage.pages)
+                )
     return cited

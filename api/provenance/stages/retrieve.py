@@ -70,6 +70,8 @@ async def retrieve(
 def passage_records(passages: Sequence[ScoredPassage]) -> list[RetrievedPassage]:
     """The passages as the retrieval record shows them (and the page draws them as the evidence)."""
     return [
-        RetrievedPassage(id=p.id, source=p.source, heading=p.heading, text=p.text, score=round(p.score, 4))
+        RetrievedPassage(
+            id=p.id, source=p.source, heading=p.heading, text=p.text, score=round(p.score, 4), pages=p.pages
+        )
         for p in passages
     ]
