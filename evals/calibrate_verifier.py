@@ -1,4 +1,5 @@
-"""Fit the local verifier's two logistic models and write api/provenance/data/local_verifier.json.
+"""Fit the feature verifier's relevance model and write it into api/provenance/data/local_verifier.json (the
+support model is `evals/calibrate_support.py`'s).
 
 Reproduces the committed coefficients:
 
@@ -20,9 +21,10 @@ the vocabulary of corpus/.
   same passage, with the most similar sentence of another passage (a near miss), or with one probe word
   swapped for a word the corpus never uses, it is a negative.
 
-Two models are fitted: support (claim against passage) on the answer sentences against hallucinated,
-number-swapped and negated claims; relevance (claim against question) on the answer sentences against
-the other sentences, near misses and foreign-term questions. The verifier's score is their product.
+Relevance (does the claim answer the question?) is fitted on the answer sentences against the other
+sentences, near misses and foreign-term questions. (The hallucinated, number-swapped and negated claims
+trained the old support model, which multiplied into one score; support is now judged apart, without the
+question, by `verifiers.support`.)
 Only HaluEval items whose question the knowledge fully covers are used: its multi-hop questions often
 use words their knowledge lacks, and would teach the verifier that such a word is harmless.
 """
@@ -37,6 +39,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import msgspec
 import numpy as np
 from scipy.optimize import minimize
 from sklearn.metrics import roc_auc_score
@@ -44,19 +47,11 @@ from sklearn.metrics import roc_auc_score
 from provenance import text as T
 from provenance.chunking import chunk_document
 from provenance.embedder import get_embedder
-from provenance.feature_verifier import (
-    COEFFICIENTS_PATH,
-    FEATURES,
-    SUPPORT_FEATURES,
-    FeatureExtractor,
-    FeatureVerifier,
-    SentenceEmbeddings,
-    WordVectors,
-    load_coefficients,
-)
 from provenance.ingest import read_sources
 from provenance.passages import ScoredPassage
 from provenance.settings import Settings
+from provenance.verifiers.features import COEFFICIENTS_PATH, RELEVANCE_FEATURES, RelevanceExtractor
+from provenance.verifiers.vectors import SentenceEmbeddings, WordVectors
 
 SEED = 20261129
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
@@ -208,12 +203,20 @@ def main() -> int:
 
     embedder = get_embedder(Settings().embedding.model, Settings().data_dir)
     sentences = SentenceEmbeddings(embedder)
-    extractor = FeatureExtractor(sentences, WordVectors(embedder))
+    extractor = RelevanceExtractor(sentences, WordVectors(embedder))
     foreign = sorted({w for it in items[N_ITEMS:] for w in T.words(it["question"]) if len(w) > 4 and w.isalpha()})
     data += corpus_examples(CORPUS, rng, foreign, sentences)
+    positives = {"answer sentence", "corpus probe, its sentence"}
+    unresponsive = {
+        "other sentence",
+        "question term not in the passage",
+        "corpus probe, another sentence",
+        "corpus probe, foreign term",
+        "corpus probe, near miss elsewhere",
+    }
+    data = [d for d in data if d[4] in positives | unresponsive]
     X: list[list[float]] = []
     y: list[int] = []
-    kinds: list[str] = []
     corpus_texts = [c.text for f in read_sources(CORPUS)[0] for c in chunk_document(f.name, f.text, len, 10**9)]
     for n, (q, claim, knowledge, label, kind) in enumerate(data):
         # Each HaluEval item is its own one-passage corpus; the probes come from ours.
@@ -225,55 +228,29 @@ def main() -> int:
         passage = ScoredPassage(id="k", source="halueval", heading="", text=knowledge, score=0.0)
         q_vec = embedder.embed_query(q)
         c_vec = sentences.get([claim])[0]
-        X.append(extractor.features(q, claim, c_vec, q_vec, passage))
+        X.append(list(msgspec.structs.astuple(extractor.features(q, claim, c_vec, q_vec, passage))))
         y.append(label)
-        kinds.append(kind)
         if n % 500 == 0:
             print(f"{n}/{len(data)}", file=sys.stderr)
-    Xa, ya, ka = np.asarray(X), np.asarray(y), np.asarray(kinds)
-    positives = {"answer sentence", "corpus probe, its sentence"}
-    unsupported = {"hallucinated answer", "number swapped", "negation flipped"}
-    unresponsive = {
-        "other sentence",
-        "question term not in the passage",
-        "corpus probe, another sentence",
-        "corpus probe, foreign term",
-        "corpus probe, near miss elsewhere",
+    Xm, ym = np.asarray(X), np.asarray(y)
+    order = np.random.default_rng(SEED).permutation(len(ym))
+    Xm, ym = Xm[order], ym[order]
+    split = int(0.8 * len(ym))
+    weights, intercept = fit_monotone(Xm[:split], ym[:split])
+    auc = roc_auc_score(ym[split:], Xm[split:] @ weights + intercept)
+    weights, intercept = fit_monotone(Xm, ym)
+    coef = json.loads(COEFFICIENTS_PATH.read_text(encoding="utf-8"))
+    coef["relevance"] = {
+        "features": list(RELEVANCE_FEATURES),
+        "weights": [round(float(w), 4) for w in weights],
+        "intercept": round(float(intercept), 4),
     }
-    n_support = len(SUPPORT_FEATURES)
-    models, aucs = {}, {}
-    for name, negatives, columns in (
-        ("support", unsupported, slice(0, n_support)),
-        ("relevance", unresponsive, slice(n_support, None)),
-    ):
-        rows = np.isin(ka, list(positives | negatives))
-        Xm, ym = Xa[rows][:, columns], ya[rows]
-        order = np.random.default_rng(SEED).permutation(len(ym))
-        Xm, ym = Xm[order], ym[order]
-        split = int(0.8 * len(ym))
-        weights, intercept = fit_monotone(Xm[:split], ym[:split])
-        aucs[name] = roc_auc_score(ym[split:], Xm[split:] @ weights + intercept)
-        weights, intercept = fit_monotone(Xm, ym)
-        models[name] = {
-            "features": list(FEATURES[columns]),
-            "weights": [round(float(w), 4) for w in weights],
-            "intercept": round(float(intercept), 4),
-        }
-    coef = {
-        **models,
-        "source": (
-            f"evals/calibrate_verifier.py: two monotone logistic regressions on {len(ya)} HaluEval-QA pairs, their "
-            f"perturbations and probes of corpus/ (seed {SEED}); held-out AUC support {aucs['support']:.3f}, "
-            f"relevance {aucs['relevance']:.3f}"
-        ),
-    }
+    coef["source"] = (
+        f"evals/calibrate_verifier.py: a monotone logistic regression (relevance) on {len(ym)} HaluEval-QA pairs, "
+        f"their perturbations and probes of corpus/ (seed {SEED}); held-out AUC {auc:.3f}"
+    )
     COEFFICIENTS_PATH.write_text(json.dumps(coef, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(coef, indent=1))
-    verifier = FeatureVerifier(extractor, load_coefficients())
-    probs = np.asarray([verifier.probability(row) for row in Xa])
-    for kind in sorted(set(kinds)):
-        idx = ka == kind
-        print(f"{kind:35s} n={int(idx.sum()):5d} mean p={np.mean(probs[idx]):.3f}")
     return 0
 
 

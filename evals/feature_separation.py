@@ -25,11 +25,11 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from provenance.evals import answer_matches, run_evals
-from provenance.feature_verifier import FEATURES, SUPPORT_FEATURES, FeatureVerifier
 from provenance.passages import ScoredPassage
 from provenance.ports import Verification
 from provenance.services import build_profile, load_embedder
 from provenance.settings import Settings
+from provenance.verifiers.features import RELEVANCE_FEATURES, SUPPORT_FEATURES, FeatureVerifier
 
 
 class RecordingVerifier:
@@ -89,10 +89,16 @@ def main() -> int:
             label = 0
         claims, passages = seen
         q_vec = embedder.embed_query(r.question)
-        c_vec = local.extractor.sentences.get([claims[0]])[0]
-        best = max(local.score_passages(r.question, claims[0], c_vec, q_vec, passages), key=lambda s: s.score)
-        rows.append(best.features)
-        probabilities.append(best.score)
+        c_vec = local.relevance.sentences.get([claims[0]])[0]
+        support = max(local.support.judge([claims[0]], passages)[0], key=lambda s: s.score)
+        passage = next(p for p in passages if p.id == support.passage_id)
+        relevance = local.relevance.features(r.question, claims[0], c_vec, q_vec, passage)
+        support_values = (
+            [1.0, 0.0, 1.0] if support.features is None else list(msgspec.structs.astuple(support.features))
+        )
+        rows.append(support_values + list(msgspec.structs.astuple(relevance)))
+        # The local profile's claims are quoted, so their support is certain and relevance decides.
+        probabilities.append(min(support.score, local.coef.relevance.probability(relevance)))
         labels.append(label)
     X, y = np.asarray(rows), np.asarray(labels)
     n_pos, n_neg = int(y.sum()), int(len(y) - y.sum())
@@ -114,7 +120,7 @@ def main() -> int:
         "| feature | model | AUC | mean, answerable | mean, unanswerable |",
         "|---|---|---:|---:|---:|",
     ]
-    for i, name in enumerate(FEATURES):
+    for i, name in enumerate((*SUPPORT_FEATURES, *RELEVANCE_FEATURES)):
         model = "support" if i < len(SUPPORT_FEATURES) else "relevance"
         lines.append(f"| {name} | {model} | {auc(X[:, i])} | {X[y == 1, i].mean():.3f} | {X[y == 0, i].mean():.3f} |")
     p = np.asarray(probabilities)
@@ -128,7 +134,8 @@ def main() -> int:
     kept = int((p[y == 1] > cut).sum())
     lines += [
         "",
-        f"The verifier's score (product of both models): AUC {auc(p)}. Whatever the gate threshold, holding "
+        f"The verifier's score (the lower of support and relevance): AUC {auc(p)}. Whatever the gate threshold, "
+        "holding "
         f"fabrication to 10% ({allowed} of the {n_refuse} cases to refuse) would answer {kept} of the "
         f"{n_answerable} answerable cases correctly ({100 * kept / max(1, n_answerable):.1f}%).",
         "",

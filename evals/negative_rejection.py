@@ -243,26 +243,29 @@ def render(
         "",
         "## Threshold sweep",
         "",
-        "Re-scored from the stored claim scores, as in `provenance evals`; the weakest-claim threshold stays at "
-        f"{settings.gate.min_claim:.2f}.",
+        "Re-scored from the stored claim scores, as in `provenance evals`: the threshold is both the mean-support "
+        f"and the relevance threshold; the weakest-claim threshold stays at {settings.gate.min_claim:.2f}.",
         "",
-        "| mean threshold | fabrication |",
+        "| threshold | fabrication |",
         "|---:|---:|",
     ]
     for t in THRESHOLDS:
-        lines.append(f"| {t:.2f} | {_pct(score(rescore(results, t, settings.gate.min_claim)).fabrication_rate)} |")
+        lines.append(f"| {t:.2f} | {_pct(score(rescore(results, settings.gate, t)).fabrication_rate)} |")
     lines += ["", f"## Fabricated cases ({len(fabricated)})", ""]
     if not fabricated:
         lines.append("None.")
     else:
         lines += [
-            "| id | question | removed sections | reference | answer | groundedness | weakest claim | claim scores |",
+            "| id | question | removed sections | reference | answer | support (mean) | weakest claim "
+            "| claims (support / relevance) |",
             "|---|---|---|---|---|---:|---:|---|",
         ]
         for r in fabricated:
             g = "" if r.groundedness is None else f"{r.groundedness:.2f}"
             m = "" if r.min_claim is None else f"{r.min_claim:.2f}"
-            claims = ", ".join(f"{c:.2f}" for c in r.claim_scores)
+            claims = ", ".join(
+                f"{s:.2f} / {rel:.2f}" for s, rel in zip(r.claim_support, r.claim_relevance, strict=True)
+            )
             ref = " / ".join(r.must_include_any or [])
             lines.append(
                 f"| {r.id} | {_cell(r.question)} | {_cell(_titles(removed_for[r.id]))} | {_cell(ref)} "

@@ -32,7 +32,7 @@ import msgspec
 import pytest
 from anthropic import AsyncAnthropic
 
-from provenance.profiles.anthropic import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
+from provenance.profiles.tools import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
 from provenance.settings import Settings
 
 FAKE_API_KEY = "sk-ant-test-0000"
@@ -361,6 +361,7 @@ def default_responder(request: RecordedRequest) -> Reply:
                     "claim": claim,
                     "supported_probability": 0.95 if support else 0.05,
                     "supporting_passage_ids": support,
+                    "relevance_probability": 0.95 if support else 0.05,
                 }
             )
         return Reply(tool_input={"claims": claims})

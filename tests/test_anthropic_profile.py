@@ -9,14 +9,10 @@ import pytest
 
 from provenance.claims import is_meta_claim, split_claims
 from provenance.embedder import Embedder
-from provenance.feature_verifier import FeatureVerifier
 from provenance.passages import ScoredPassage
 from provenance.ports import ModelError, Usage
 from provenance.pricing import cost_usd, max_call_cost_usd, price_for
 from provenance.profiles.anthropic import (
-    ANSWER_TOOL,
-    CHECKED_CLAIMS_TOOL,
-    SCREEN_TOOL,
     AnthropicDecomposeAndVerify,
     AnthropicGenerator,
     AnthropicScreener,
@@ -26,7 +22,9 @@ from provenance.profiles.anthropic import (
     make_client,
 )
 from provenance.profiles.local import build_local_profile
+from provenance.profiles.tools import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
 from provenance.stages.decompose import decompose_and_verify
+from provenance.verifiers.features import FeatureVerifier
 from tests.fake_anthropic import FakeAnthropic, Reply, fake_anthropic, wait_for_requests
 
 __all__ = ["fake_anthropic"]  # the fixture, imported so pytest finds it here
@@ -157,7 +155,8 @@ async def test_screener_parses_label_and_describes_collection(fake_anthropic: Fa
     [request] = fake_anthropic.requests
     assert request.tool_name == SCREEN_TOOL
     tool = request.body["tools"][0]
-    assert tool["input_schema"]["properties"]["label"]["enum"] == ["ok", "injection", "off_topic"]
+    # The schema is generated (msgspec sorts an enum's values): the set of labels is what matters.
+    assert sorted(tool["input_schema"]["properties"]["label"]["enum"]) == ["injection", "off_topic", "ok"]
     # The corpus is described by the retrieved passages' headings, not their text.
     assert "- Day Passes (01-membership.md)" in request.user_text
     assert "- Keyfob Access (02-hours-and-access.md)" in request.user_text
@@ -244,12 +243,19 @@ async def test_decompose_and_verify_is_one_call(fake_anthropic: FakeAnthropic) -
         CHECKED_CLAIMS_TOOL,
         {
             "claims": [
-                {"claim": "A day pass costs $25.", "supported_probability": 0.96, "supporting_passage_ids": [IDS[0]]},
+                {
+                    "claim": "A day pass costs $25.",
+                    "supported_probability": 0.96,
+                    "supporting_passage_ids": [IDS[0]],
+                    "relevance_probability": 0.93,
+                },
                 {
                     "claim": "The passages do not mention weekend prices.",
                     "supported_probability": 0.9,
                     "supporting_passage_ids": [IDS[0]],
+                    "relevance_probability": 0.2,
                 },
+                # No relevance given: taken as not an answer.
                 {"claim": "A day pass includes tea.", "supported_probability": -0.2, "supporting_passage_ids": []},
             ]
         },
@@ -265,9 +271,9 @@ async def test_decompose_and_verify_is_one_call(fake_anthropic: FakeAnthropic) -
     # The stage drops the claim about the passages and keeps each verdict with its claim.
     assert decomposition.claims == ["A day pass costs $25.", "A day pass includes tea."]
     assert decomposition.stage.dropped == ["The passages do not mention weekend prices."]
-    assert [(v.score, v.supporting_passage_ids) for v in verification.verdicts] == [
-        (pytest.approx(0.96), [IDS[0]]),
-        (0.0, []),
+    assert [(v.support, v.supporting_passage_ids, v.relevance) for v in verification.verdicts] == [
+        (pytest.approx(0.96), [IDS[0]], pytest.approx(0.93)),
+        (0.0, [], 0.0),
     ]
     # Charged once: the call's usage is on the decomposition only.
     assert decomposition.usage == Usage(model=MODEL, input_tokens=1000, output_tokens=120)
@@ -277,6 +283,10 @@ async def test_decompose_and_verify_is_one_call(fake_anthropic: FakeAnthropic) -
     assert "<answer>\nA day pass is $25 and includes tea.\n</answer>" in request.user_text
     assert f'id="{IDS[0]}"' in request.user_text
     assert "Never reword a claim to fit the passages" in request.system
+    # The tool asks for relevance apart from support, for every claim.
+    [tool] = request.body["tools"]
+    item = tool["input_schema"]["properties"]["claims"]["items"]
+    assert {"supported_probability", "relevance_probability"} <= set(item["required"])
 
 
 # --- failures: retries, timeouts, latency ------------------------------------------------------

@@ -76,13 +76,15 @@ def test_report_lists_fabricated_cases() -> None:
         citations=["f.md#b"],
         groundedness=0.81,
         min_claim=0.81,
-        claim_scores=[0.81],
+        relevance=0.9,
+        claim_support=[0.81],
+        claim_relevance=[0.9],
         ms=5.0,
         must_include_any=["Apples"],
     )
     report = render(NORMANS, p, [GroupResult(p.groups[0], [fabricated])], Settings(), "local", None, 1.0)
     assert "**Fabrication rate: 100.0%**" in report
-    assert "| 1 | q 1? | A | Apples | Bananas. | 0.81 | 0.81 | 0.81 |" in report
+    assert "| 1 | q 1? | A | Apples | Bananas. | 0.81 | 0.81 | 0.81 / 0.90 |" in report
 
 
 @pytest.mark.skipif(not NORMANS.exists(), reason=f"external suite not found at {NORMANS}")

@@ -24,7 +24,7 @@ from provenance.evals import (
 from provenance.ingest import ingest
 from provenance.pipeline import Pipeline
 from provenance.services import Services, build_profile
-from provenance.settings import REPO_ROOT
+from provenance.settings import REPO_ROOT, GateSettings
 from provenance.store import Store
 
 OUR_CASES = REPO_ROOT / "evals" / "cases.jsonl"
@@ -64,7 +64,9 @@ def refused_case(**changes: Any) -> CaseResult:
         citations=[],
         groundedness=0.65,
         min_claim=0.6,
-        claim_scores=[0.7, 0.6],
+        relevance=0.9,
+        claim_support=[0.7, 0.6],
+        claim_relevance=[0.9, 0.2],
         ms=1.0,
         must_include_any=["$14"],
         candidate_answer="It costs $14.",
@@ -74,13 +76,19 @@ def refused_case(**changes: Any) -> CaseResult:
 
 def test_rescoring_matches_the_gate() -> None:
     r = refused_case()
-    assert rescore([r], 0.7, 0.4)[0].status == "refused"
-    passed = rescore([r], 0.6, 0.4)[0]
+    rules = GateSettings(min_claim=0.4)
+    assert rescore([r], rules, 0.7)[0].status == "refused"
+    passed = rescore([r], rules, 0.6)[0]
     assert passed.status == "answered" and passed.answer_correct is True
-    assert rescore([r], 0.6, 0.65)[0].status == "refused"  # the weakest claim fails its own floor
+    # the weakest claim fails its own floor
+    assert rescore([r], GateSettings(min_claim=0.65), 0.6)[0].status == "refused"
     # The gate decides on the rounded mean: three claims of 0.7 pass at 0.7, in the sweep as in the gate.
-    three = msgspec.structs.replace(r, claim_scores=[0.7, 0.7, 0.7])
-    assert rescore([three], 0.7, 0.4)[0].status == "answered"
+    three = msgspec.structs.replace(r, claim_support=[0.7, 0.7, 0.7], claim_relevance=[0.7, 0.1, 0.1])
+    assert rescore([three], rules, 0.7)[0].status == "answered"
+    # The swept threshold is the relevance threshold too: supported claims that don't answer are refused.
+    unanswering = msgspec.structs.replace(r, claim_relevance=[0.5, 0.2], relevance=0.5)
+    assert rescore([unanswering], rules, 0.6)[0].status == "refused"
+    assert rescore([unanswering], rules, 0.5)[0].status == "answered"
     svg = tradeoff_svg([(t, 0.1, 0.0) for t in THRESHOLDS], "t", 0.7)
     assert svg.startswith("<svg") and svg.count("<circle") == len(THRESHOLDS)
 
@@ -117,12 +125,17 @@ def test_a_partial_answer_is_right_only_when_it_says_what_it_leaves_out() -> Non
 
 def test_a_json_record_keeps_the_refused_candidate_and_whether_it_was_right() -> None:
     refused = refused_case(
-        min_claim=0.65, claim_scores=[0.65], candidate_answer="A standard locker costs $14 per month."
+        min_claim=0.65,
+        claim_support=[0.65],
+        claim_relevance=[0.8],
+        candidate_answer="A standard locker costs $14 per month.",
     )
     record = json_record(refused)
     # Refused, so no answer was shown; the record still says the generator had the right one.
     assert record["answer"] is None and record["candidate"] == "A standard locker costs $14 per month."
-    assert record["candidateRight"] is True and record["claimScores"] == [0.65]
+    assert record["candidateRight"] is True
+    assert record["claimSupport"] == [0.65] and record["claimRelevance"] == [0.8]
+    assert "claimScores" not in record
     wrong = json_record(msgspec.structs.replace(refused, candidate_answer="Lockers are rented by the month."))
     assert wrong["candidateRight"] is False
     gap = json_record(msgspec.structs.replace(refused, expect="refuse", bucket="unanswerable"))

@@ -7,12 +7,14 @@ import pytest
 
 from provenance import text as T
 from provenance.cross_encoders import READER_PATH, VERIFIER_PATH, as_prose, get_reader, load_calibration
+from provenance.embedder import Embedder
 from provenance.passages import ScoredPassage
 from provenance.pipeline import Pipeline
 from provenance.profiles.local import build_local_profile
 from provenance.profiles.local_trained import ReaderGenerator
 from provenance.services import Services
-from provenance.verifier import TrainedVerifier, build_trained_verifier, evidence_for
+from provenance.verifiers import build_verifier
+from provenance.verifiers.trained import TrainedVerifier, evidence_for
 from tests.test_local_verifier import PASSAGE
 
 # The locker passage the feature verifier's tests use too.
@@ -31,8 +33,11 @@ NORMANS = ScoredPassage(
 
 
 @pytest.fixture(scope="module")
-def verifier() -> TrainedVerifier:
-    return build_trained_verifier()
+def verifier(embedder: Embedder) -> TrainedVerifier:
+    built = build_verifier("trained", embedder)
+    assert isinstance(built.verifier, TrainedVerifier) and built.cache_tag == "trained"
+    built.on_corpus([LOCKERS.text, NORMANS.text])
+    return built.verifier
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +98,10 @@ async def test_the_verifier_prefers_the_answer_to_a_look_alike(verifier: Trained
     look_alike = T.split_sentences(NORMANS.text)[1]
     right = (await verifier.verify(question, [answer], [NORMANS])).verdicts[0]
     wrong = (await verifier.verify(question, [look_alike], [NORMANS])).verdicts[0]
-    assert right.score > wrong.score
+    # Both are sentences of the passage, so both are certainly stated: they differ on answering.
+    assert right.quoted and wrong.quoted and right.support == wrong.support == 1.0
+    assert right.relevance is not None and wrong.relevance is not None
+    assert right.relevance > wrong.relevance
     assert right.supporting_passage_ids == [NORMANS.id]
 
 
@@ -103,15 +111,18 @@ async def test_a_quoted_sentence_that_answers_something_else_fails(verifier: Tra
     off_topic = (await verifier.verify("Can I bring my dog to the makerspace?", [claim], [LOCKERS])).verdicts[0]
     on_topic = (await verifier.verify("Where do I rent a locker?", [claim], [LOCKERS])).verdicts[0]
     # Quoted, so certainly what the passage says, and still below the gate: it doesn't answer the question.
-    assert off_topic.quoted and off_topic.score < 0.70
-    assert on_topic.score >= 0.70 > off_topic.score
+    assert off_topic.quoted and off_topic.support == 1.0
+    assert on_topic.relevance is not None and off_topic.relevance is not None
+    assert on_topic.relevance >= 0.70 > off_topic.relevance
 
 
 async def test_a_changed_amount_scores_below_the_faithful_claim(verifier: TrainedVerifier) -> None:
     question = "How much does a standard locker cost per month?"
     faithful = (await verifier.verify(question, ["A standard locker costs $14 per month."], [LOCKERS])).verdicts[0]
     altered = (await verifier.verify(question, ["A standard locker costs $41 per month."], [LOCKERS])).verdicts[0]
-    assert altered.score < faithful.score
+    # A changed amount is a support failure (whatever the question), not a relevance one.
+    assert altered.support < faithful.support
+    assert altered.support < 0.40
 
 
 def test_evidence_is_the_quoted_sentence_or_the_closest_ones() -> None:

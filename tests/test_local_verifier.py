@@ -6,14 +6,12 @@ import pytest
 
 from provenance import text as T
 from provenance.embedder import Embedder
-from provenance.feature_verifier import (
-    RELEVANCE_FEATURES,
-    FeatureVerifier,
-    SentenceEmbeddings,
-    build_feature_verifier,
-)
 from provenance.passages import ScoredPassage
+from provenance.ports import ClaimVerdict
 from provenance.profiles.local import ExtractiveGenerator
+from provenance.verifiers.features import FeatureVerifier, build_feature_verifier
+from provenance.verifiers.support import FACT_VETO, NEGATION_VETO, QUOTED_SUPPORT, SupportJudge
+from provenance.verifiers.vectors import SentenceEmbeddings
 
 PASSAGE = ScoredPassage(
     id="lockers.md#1",
@@ -31,13 +29,13 @@ QUESTION = "How much does a standard locker cost per month?"
 @pytest.fixture(scope="module")
 def verifier(embedder: Embedder) -> FeatureVerifier:
     v = build_feature_verifier(embedder)
-    v.extractor.set_corpus([PASSAGE.text])
+    v.set_corpus([PASSAGE.text])
     return v
 
 
-async def score(verifier: FeatureVerifier, question: str, claim: str) -> float:
+async def verdict(verifier: FeatureVerifier, question: str, claim: str) -> ClaimVerdict:
     verification = await verifier.verify(question, [claim], [PASSAGE])
-    return verification.verdicts[0].score
+    return verification.verdicts[0]
 
 
 def test_quoted_in_ignores_line_breaks_and_spacing_only() -> None:
@@ -49,12 +47,14 @@ def test_quoted_in_ignores_line_breaks_and_spacing_only() -> None:
 
 async def test_a_quoted_claim_is_judged_on_relevance_alone(verifier: FeatureVerifier, embedder: Embedder) -> None:
     claim = "A standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month."
-    features = verifier.extractor.features(
-        QUESTION, claim, verifier.extractor.sentences.get([claim])[0], embedder.embed_query(QUESTION), PASSAGE
+    relevance = verifier.relevance_of(
+        QUESTION, claim, verifier.relevance.sentences.get([claim])[0], embedder.embed_query(QUESTION), PASSAGE
     )
-    relevance = verifier.coef.relevance.probability(features[-len(RELEVANCE_FEATURES) :])
-    assert await score(verifier, QUESTION, claim) == pytest.approx(relevance, abs=1e-4)
-    assert verifier.probability(features, quoted=True) > verifier.probability(features)
+    got = await verdict(verifier, QUESTION, claim)
+    # Quoted word for word: its support is certain, and only its relevance is estimated.
+    assert got.quoted and got.support == QUOTED_SUPPORT == 1.0
+    assert got.relevance == pytest.approx(relevance, abs=1e-4)
+    assert got.supporting_passage_ids == [PASSAGE.id]
 
 
 def test_only_a_whole_sentence_counts_as_quoted() -> None:
@@ -67,11 +67,13 @@ def test_only_a_whole_sentence_counts_as_quoted() -> None:
 async def test_a_quoted_fragment_keeps_the_support_estimate(verifier: FeatureVerifier, embedder: Embedder) -> None:
     fragment = "standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month."
     assert T.quoted_in(fragment, PASSAGE.text) and not T.is_sentence_of(fragment, PASSAGE.text)
-    features = verifier.extractor.features(
-        QUESTION, fragment, verifier.extractor.sentences.get([fragment])[0], embedder.embed_query(QUESTION), PASSAGE
-    )
-    assert await score(verifier, QUESTION, fragment) == pytest.approx(verifier.probability(features), abs=1e-4)
-    assert verifier.probability(features) < verifier.probability(features, quoted=True)
+    (judged,) = verifier.support.judge([fragment], [PASSAGE])[0]
+    got = await verdict(verifier, QUESTION, fragment)
+    # Not a whole sentence: support is the support judge's estimate, below the certainty of a quote.
+    assert not got.quoted and not judged.quoted
+    assert got.support == pytest.approx(judged.score, abs=1e-4)
+    assert judged.veto is None and judged.features is not None
+    assert got.support < QUOTED_SUPPORT
 
 
 async def test_an_unquoted_claim_keeps_the_support_estimate(verifier: FeatureVerifier) -> None:
@@ -79,15 +81,18 @@ async def test_an_unquoted_claim_keeps_the_support_estimate(verifier: FeatureVer
     # and a changed amount lowers it.
     faithful = "A standard locker costs $14 per month."
     assert not T.quoted_in(faithful, PASSAGE.text)
-    altered = await score(verifier, QUESTION, "A standard locker costs $41 per month.")
-    assert altered < await score(verifier, QUESTION, faithful)
+    altered = (await verdict(verifier, QUESTION, "A standard locker costs $41 per month.")).support
+    assert altered < (await verdict(verifier, QUESTION, faithful)).support
     assert altered < 0.40
 
 
 async def test_a_quoted_claim_that_does_not_answer_still_fails(verifier: FeatureVerifier) -> None:
     claim = "Lockers are rented by the calendar month at the front desk."
     assert T.quoted_in(claim, PASSAGE.text)
-    assert await score(verifier, "Can I bring my dog to the makerspace?", claim) < 0.40
+    got = await verdict(verifier, "Can I bring my dog to the makerspace?", claim)
+    # True (quoted), but no answer: it fails on relevance, not support.
+    assert got.quoted and got.support == 1.0
+    assert got.relevance is not None and got.relevance < 0.40
 
 
 async def test_the_generator_quotes_a_sentence_two_passages_share_once(embedder: Embedder) -> None:
@@ -110,3 +115,57 @@ async def test_a_partial_answer_names_the_part_no_sentence_answers(embedder: Emb
     assert both.answer.endswith('The documents don\'t cover "Is there wifi?".')
     one = await generator.generate(QUESTION, passages)
     assert "don't cover" not in one.answer
+
+
+# --- support, judged without the question ------------------------------------------------------------
+
+KEYFOB = ScoredPassage(
+    id="02-hours-and-access.md#keyfob-access",
+    source="02-hours-and-access.md",
+    heading="Hours and Access > Keyfob Access",
+    text=(
+        "Every member receives a keyfob when joining. A Keyholder keyfob opens the main entrance at any hour.\n\n"
+        "A replacement keyfob costs $15. A Keyholder working alone outside opening hours must not use the laser "
+        "cutter, the CNC router or the table saw."
+    ),
+    score=0.8,
+)
+
+
+@pytest.fixture(scope="module")
+def support_judge(embedder: Embedder) -> SupportJudge:
+    judge = build_feature_verifier(embedder).support
+    judge.set_corpus([KEYFOB.text])
+    return judge
+
+
+def test_support_a_verbatim_sentence_is_certain_and_located(support_judge: SupportJudge) -> None:
+    claim = "A replacement keyfob costs $15."
+    (judged,) = support_judge.judge([claim], [KEYFOB])[0]
+    assert judged.quoted and judged.score == QUOTED_SUPPORT and judged.veto is None
+    assert KEYFOB.text[judged.start : judged.end] == claim
+
+
+def test_support_a_changed_number_is_vetoed(support_judge: SupportJudge) -> None:
+    (judged,) = support_judge.judge(["A replacement keyfob costs $25."], [KEYFOB])[0]
+    assert judged.veto == "fact_not_stated" and judged.score <= FACT_VETO and not judged.quoted
+    # A unit the passage doesn't state is a changed fact too.
+    (monthly,) = support_judge.judge(["A replacement keyfob costs $15 per month."], [KEYFOB])[0]
+    assert monthly.veto == "fact_not_stated" and monthly.score <= FACT_VETO
+
+
+def test_support_a_flipped_rule_is_vetoed(support_judge: SupportJudge) -> None:
+    claim = "A Keyholder working alone outside opening hours may use the laser cutter."
+    (judged,) = support_judge.judge([claim], [KEYFOB])[0]
+    assert judged.veto == "negation_flipped" and judged.score <= NEGATION_VETO
+    # Its words are all the passage's: only the veto tells it apart.
+    assert judged.features is not None and judged.features.coverage == 1.0
+
+
+def test_support_ignores_the_question(verifier: FeatureVerifier) -> None:
+    # The same claim against the same passage is as supported whatever was asked.
+    claim = "A standard locker costs $14 per month."
+    asked = [verifier.verify_now(q, [claim], [PASSAGE]).verdicts[0] for q in (QUESTION, "Can I bring my dog?")]
+    assert asked[0].support == asked[1].support
+    assert asked[0].relevance is not None and asked[1].relevance is not None
+    assert asked[1].relevance < asked[0].relevance

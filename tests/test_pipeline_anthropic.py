@@ -11,14 +11,15 @@ import httpx
 import pytest
 
 from provenance.embedder import Embedder
-from provenance.feature_verifier import FEATURE_VERIFIER
 from provenance.guards.base import NoGuards, Reservation
 from provenance.models import SpendStage
 from provenance.pipeline import Outcome, Pipeline
 from provenance.ports import Usage
-from provenance.profiles.anthropic import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL, build_anthropic_profile
+from provenance.profiles.anthropic import build_anthropic_profile
+from provenance.profiles.tools import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
 from provenance.services import Services
 from provenance.settings import Settings
+from provenance.verifiers.features import FEATURE_VERIFIER
 from tests.conftest import LiveServer
 from tests.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, default_responder, fake_anthropic
 
@@ -100,10 +101,14 @@ async def test_answered_with_citations_and_both_scores_per_claim(
     claims = r.stages.groundedness.claims
     assert claims
     for claim in claims:
-        assert claim.model_score is not None and claim.model_score >= 0.9
-        assert claim.local_score >= 0.7  # the local verifier agrees on its own
-        # Supported only as far as both verifiers agree: the less convinced one sets the score.
-        assert claim.score == pytest.approx(min(claim.local_score, claim.model_score))
+        assert claim.model_support is not None and claim.model_support >= 0.9
+        assert claim.local_support >= 0.7  # the local verifier agrees on its own
+        # Supported only as far as both verifiers agree: the less convinced one sets the support.
+        assert claim.support == pytest.approx(min(claim.local_support, claim.model_support))
+        # Whether it answers is the model's verdict (the default responder's 0.95), the local one recorded.
+        assert claim.model_relevance == pytest.approx(0.95) and claim.relevance == pytest.approx(0.95)
+        assert claim.local_relevance is not None
+    assert r.stages.groundedness.relevance == pytest.approx(0.95) and r.stages.groundedness.failed is None
     # One combined call for claims and model entailment; no separate decompose or verify calls.
     tools = [req.tool_name for req in fake_anthropic.requests]
     assert sorted(t or "" for t in tools) == sorted([SCREEN_TOOL, ANSWER_TOOL, CHECKED_CLAIMS_TOOL])
@@ -132,6 +137,7 @@ async def test_model_support_the_local_verifier_rejects_is_refused(
                     "claim": invented,
                     "supported_probability": 0.99,
                     "supporting_passage_ids": [LOCKERS],
+                    "relevance_probability": 0.99,
                 }
             ]
         },
@@ -140,10 +146,10 @@ async def test_model_support_the_local_verifier_rejects_is_refused(
     assert r.status == "refused" and r.reason == "not_grounded"
     assert r.answer is None and r.citations == []
     [claim] = r.stages.groundedness.claims
-    assert claim.model_score == pytest.approx(0.99)
-    assert claim.local_score < 0.4
-    assert claim.score == pytest.approx(claim.local_score)
-    assert r.stages.groundedness.decision == "fail"
+    assert claim.model_support == pytest.approx(0.99)
+    assert claim.local_support < 0.4
+    assert claim.support == pytest.approx(claim.local_support)
+    assert r.stages.groundedness.decision == "fail" and r.stages.groundedness.failed == "support"
 
 
 async def test_api_failure_is_blocked_model_error_not_a_crash(
@@ -223,7 +229,8 @@ def test_live_server_with_guards_charges_the_spend_cap(
         spend = body["stages"]["spend"]
         assert spend["status"] == "ok"
         assert spend["estimateUsd"] > 0 and spend["chargedUsd"] > 0
-        assert all(c["modelScore"] is not None for c in body["stages"]["groundedness"]["claims"])
+        claims = body["stages"]["groundedness"]["claims"]
+        assert all(c["modelSupport"] is not None and c["modelRelevance"] is not None for c in claims)
 
         fake_anthropic.fail(529, times=5)
         failed = client.post("/ask", json={"question": "Can I rent a locker for a day?"})

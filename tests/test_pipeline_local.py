@@ -10,12 +10,14 @@ from collections.abc import Sequence
 import msgspec
 import pytest
 
-from provenance.models import AskResponse, Reason
+from provenance.models import AskResponse, ClaimResult, Reason, Stages
 from provenance.passages import ScoredPassage
 from provenance.pipeline import Pipeline
 from provenance.ports import Generation, Usage
-from provenance.reasons import REASONS
+from provenance.reasons import REASONS, UNCERTAIN, explain, headline_for, left_out_note
 from provenance.services import Services
+from provenance.settings import GateSettings
+from provenance.stages.gate import gate
 
 _ids = itertools.count()
 
@@ -60,6 +62,65 @@ def test_every_reason_is_worded_once() -> None:
         assert text.headline.casefold() not in text.message.casefold(), reason
 
 
+def _gated(*claims: tuple[float, float, bool]) -> Stages:
+    """Stages whose gate judged claims given as (support, relevance, quoted), by the default rules."""
+    results = [
+        ClaimResult(
+            text=f"claim {n}",
+            support=s,
+            relevance=rel,
+            supporting_passage_ids=["p"],
+            lexical_overlap=1.0,
+            local_support=s,
+            quoted=quoted,
+        )
+        for n, (s, rel, quoted) in enumerate(claims)
+    ]
+    return Stages(groundedness=gate(results, GateSettings()))
+
+
+def test_a_refusal_says_which_judgment_failed() -> None:
+    unsupported = _gated((0.2, 0.9, False))
+    assert unsupported.groundedness.failed == "support"
+    assert headline_for("not_grounded", unsupported) == "The documents don't say this"
+    message = explain("not_grounded", unsupported)
+    assert message and message.startswith(REASONS["not_grounded"].message)
+    assert unsupported.groundedness.detail and unsupported.groundedness.detail in message
+
+    off = _gated((0.95, 0.1, False))
+    assert off.groundedness.failed == "relevance"
+    assert headline_for("not_an_answer", off) == "This doesn't answer your question"
+    assert explain("not_an_answer", off) == f"{REASONS['not_an_answer'].message} ({off.groundedness.detail})"
+
+
+def test_an_uncertain_relevance_refusal_says_it_may_not_answer() -> None:
+    # Between GATE_RELEVANCE_UNCERTAIN (0.40) and GATE_RELEVANCE (0.70).
+    unsure = _gated((0.95, 0.55, False))
+    assert unsure.groundedness.failed == "relevance"
+    assert headline_for("not_an_answer", unsure) == UNCERTAIN.headline == "This may not answer your question"
+    message = explain("not_an_answer", unsure)
+    assert message and message.startswith(UNCERTAIN.message)
+    # At the floor it is uncertain; below, it doesn't answer.
+    assert headline_for("not_an_answer", _gated((0.95, 0.40, False))) == UNCERTAIN.headline
+    assert headline_for("not_an_answer", _gated((0.95, 0.39, False))) == REASONS["not_an_answer"].headline
+
+
+def test_quoted_claims_that_do_not_answer_are_called_true() -> None:
+    quoted = _gated((1.0, 0.1, True), (1.0, 0.2, True))
+    message = explain("not_an_answer", quoted)
+    assert message and "true but don't answer" in message
+    # One claim that isn't a quote: the ordinary words.
+    mixed = _gated((1.0, 0.1, True), (0.9, 0.2, False))
+    assert (explain("not_an_answer", mixed) or "").startswith(REASONS["not_an_answer"].message)
+    assert headline_for(None, quoted) is None and explain(None, quoted) is None
+
+
+def test_left_out_note_names_what_a_partial_answer_leaves_out() -> None:
+    assert left_out_note([]) == ""
+    assert left_out_note(["Is there wifi?"]) == ' The documents don\'t cover "Is there wifi?".'
+    assert left_out_note(["A?", "B?"]) == ' The documents don\'t cover "A?" or "B?" either.'
+
+
 async def test_answerable_question(corpus_services: Services) -> None:
     r = await ask(corpus_services, "How much does a standard locker cost per month?")
     assert (r.status, r.reason) == ("answered", None)
@@ -81,6 +142,9 @@ async def test_answerable_question(corpus_services: Services) -> None:
     g = stages.groundedness
     assert g.decision == "pass" and g.claims and g.score is not None and g.min_claim is not None
     assert g.score >= g.threshold and g.min_claim >= g.min_claim_threshold
+    # ... and it answers: its most relevant claim clears the relevance rule.
+    assert g.failed is None and g.relevance is not None and g.relevance >= g.relevance_threshold
+    assert g.relevance == max(c.relevance for c in g.claims)
     # Guards are off in process, and every guard stage says so.
     for name in ("bot_check", "rate_limit", "spend"):
         assert getattr(stages, name).status == "skipped" and getattr(stages, name).detail
@@ -95,7 +159,7 @@ async def test_answerable_question(corpus_services: Services) -> None:
         assert (c.source, c.heading) == (retrieved[c.passage_id].source, retrieved[c.passage_id].heading)
     # Citations come from claims that cleared the per-claim threshold.
     supported = {
-        pid for claim in g.claims if claim.score >= g.min_claim_threshold for pid in claim.supporting_passage_ids
+        pid for claim in g.claims if claim.support >= g.min_claim_threshold for pid in claim.supporting_passage_ids
     }
     assert {c.passage_id for c in r.citations} <= supported
 
@@ -143,10 +207,18 @@ async def test_gap_questions_are_never_answered(corpus_services: Services) -> No
     for r in responses:
         if r.reason == "not_grounded":
             g = r.stages.groundedness
-            assert g.status == "ok" and g.decision == "fail" and g.detail
-            assert g.claims and all(0.0 <= c.score <= 1.0 for c in g.claims)
+            assert g.status == "ok" and g.decision == "fail" and g.detail and g.failed == "support"
+            assert g.claims and all(0.0 <= c.support <= 1.0 and 0.0 <= c.relevance <= 1.0 for c in g.claims)
             assert g.score is not None and g.min_claim is not None
             assert g.score < g.threshold or g.min_claim < g.min_claim_threshold
+            assert r.message and g.detail in r.message
+        elif r.reason == "not_an_answer":
+            g = r.stages.groundedness
+            assert g.status == "ok" and g.decision == "fail" and g.detail and g.failed == "relevance"
+            # Stated by the documents, but no claim answers.
+            assert g.score is not None and g.min_claim is not None
+            assert g.score >= g.threshold and g.min_claim >= g.min_claim_threshold
+            assert g.relevance is not None and g.relevance < g.relevance_threshold
             assert r.message and g.detail in r.message
         elif r.reason == "no_answer":
             assert r.stages.generation.empty is True
@@ -238,8 +310,23 @@ async def test_response_serialises_to_camel_case(corpus_services: Services) -> N
     assert {"embedModel", "embedMs"} <= set(stages["retrieval"])
     g = stages["groundedness"]
     assert {"minClaimThreshold", "minClaim", "threshold", "decision", "claims"} <= set(g)
-    assert {"supportingPassageIds", "lexicalOverlap", "localScore"} <= set(g["claims"][0])
+    assert {"relevance", "relevanceThreshold", "relevanceUncertain", "failed"} <= set(g)
+    assert {
+        "supportingPassageIds",
+        "lexicalOverlap",
+        "support",
+        "relevance",
+        "localSupport",
+        "localRelevance",
+        "modelSupport",
+        "modelRelevance",
+        "cappedBy",
+        "relevanceCappedBy",
+    } <= set(g["claims"][0])
+    assert not {"score", "localScore", "modelScore"} & set(g["claims"][0])
     assert {"usedPassageIds", "inputTokens"} <= set(stages["generation"])
-    assert {"passageId", "source", "heading"} == set(wire["citations"][0])
+    # `pages` (documents branch) is on the wire too: null for a markdown passage.
+    assert {"passageId", "source", "heading", "pages"} == set(wire["citations"][0])
+    assert wire["citations"][0]["pages"] is None
     # And it round-trips.
     assert msgspec.json.decode(msgspec.json.encode(r), type=AskResponse) == r

@@ -14,7 +14,7 @@ from provenance import text as T
 from provenance.embedder import Embedder
 from provenance.models import HeldBack
 from provenance.passages import ScoredPassage
-from provenance.profiles.anthropic import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, GENERATE_SYSTEM
+from provenance.profiles.tools import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, GENERATE_SYSTEM
 from provenance.services import Services, build_services
 from provenance.settings import Settings
 from provenance.stages.untrusted import is_instruction, quarantine
@@ -101,7 +101,12 @@ async def test_a_model_that_obeys_the_injection_is_refused(
                 CHECKED_CLAIMS_TOOL,
                 {
                     "claims": [
-                        {"claim": answer, "supported_probability": 0.99, "supporting_passage_ids": [POISONED_SECTION]}
+                        {
+                            "claim": answer,
+                            "supported_probability": 0.99,
+                            "supporting_passage_ids": [POISONED_SECTION],
+                            "relevance_probability": 0.99,
+                        }
                     ]
                 },
             )
@@ -109,7 +114,8 @@ async def test_a_model_that_obeys_the_injection_is_refused(
             assert r.status == "refused" and r.reason == "not_grounded", (question, r.status, r.answer)
             assert r.answer is None and r.citations == []
             [claim] = r.stages.groundedness.claims
-            assert claim.model_score == 0.99 and claim.local_score is not None and claim.local_score < 0.4
+            assert claim.model_support == 0.99 and claim.local_support is not None and claim.local_support < 0.4
+            assert r.stages.groundedness.failed == "support"
         # The model was never shown the injected sentences, either.
         for request in fake_anthropic.requests:
             assert "ignore the question" not in request.user_text.lower()

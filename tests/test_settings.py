@@ -12,6 +12,14 @@ def test_defaults_choose_local_profile_without_a_key() -> None:
     assert s.profile == "local"
     assert s.retrieval.k == 4
     assert (s.gate.threshold, s.gate.min_claim) == (0.70, 0.40)
+    assert (s.gate.relevance, s.gate.relevance_uncertain) == (0.70, 0.40)
+
+
+def test_the_relevance_rule_reads_its_variables() -> None:
+    s = load_settings({"GATE_RELEVANCE": "0.8", "GATE_RELEVANCE_UNCERTAIN": "0.3"})
+    assert (s.gate.relevance, s.gate.relevance_uncertain) == (0.8, 0.3)
+    o = Settings().with_overrides(gate_relevance=0.6, gate_relevance_uncertain=0.5)
+    assert (o.gate.relevance, o.gate.relevance_uncertain, o.gate.threshold) == (0.6, 0.5, 0.70)
 
 
 def test_a_key_selects_the_anthropic_profile() -> None:
@@ -25,6 +33,9 @@ def test_a_key_selects_the_anthropic_profile() -> None:
         ({"PORT": "eighty"}, "PORT"),
         ({"PORT": "70000"}, "PORT"),
         ({"GATE_THRESHOLD": "1.5"}, "GATE_THRESHOLD"),
+        ({"GATE_RELEVANCE": "1.5"}, "GATE_RELEVANCE"),
+        # The uncertain floor can't be above the relevance threshold.
+        ({"GATE_RELEVANCE": "0.5", "GATE_RELEVANCE_UNCERTAIN": "0.6"}, "GATE_RELEVANCE_UNCERTAIN"),
         ({"RETRIEVAL_MODE": "magic"}, "RETRIEVAL_MODE"),
         ({"PROFILE": "anthropic"}, "ANTHROPIC_API_KEY"),
         ({"DATABASE_URL": "mysql://x"}, "DATABASE_URL"),

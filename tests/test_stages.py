@@ -24,15 +24,18 @@ from provenance.ports import (
     Verification,
 )
 from provenance.services import Services
+from provenance.settings import GateSettings
 from provenance.stages.citations import citations_from_support
 from provenance.stages.decompose import decompose
 from provenance.stages.entail import combine, entail
-from provenance.stages.gate import gate
+from provenance.stages.gate import gate, relevance_uncertain
 from provenance.stages.generate import generate
 from provenance.stages.lexical import (
     LOW_OVERLAP_CAP,
     OTHER_DATE_CAP,
+    PREMISE_CAP,
     UNSUPPORTED_NUMBER_CAP,
+    WRONG_TYPE_CAP,
     check_claim,
     lexical_check,
 )
@@ -67,9 +70,15 @@ AGM = ScoredPassage(
 PASSAGES = [LOCKERS, SHELVES, AGM]
 
 
-def claim(text: str, score: float, support: Sequence[str] = ()) -> ClaimResult:
+def claim(text: str, support: float, ids: Sequence[str] = (), relevance: float = 1.0) -> ClaimResult:
     return ClaimResult(
-        text=text, score=score, supporting_passage_ids=list(support), lexical_overlap=0.0, local_score=score
+        text=text,
+        support=support,
+        relevance=relevance,
+        supporting_passage_ids=list(ids),
+        lexical_overlap=0.0,
+        local_support=support,
+        local_relevance=relevance,
     )
 
 
@@ -328,30 +337,50 @@ def test_a_profile_makes_claims_exactly_one_way() -> None:
 # --- entailment -----------------------------------------------------------------------------------
 
 
-def verification(*verdicts: tuple[float, list[str]], usage: Usage | None = None) -> Verification:
-    return Verification([ClaimVerdict(score, ids) for score, ids in verdicts], usage)
+Verdict = tuple[float, list[str]] | tuple[float, list[str], float | None]
+
+
+def verification(*verdicts: Verdict, usage: Usage | None = None) -> Verification:
+    """Verdicts as (support, passage ids) or (support, passage ids, relevance)."""
+    return Verification([ClaimVerdict(*v) for v in verdicts], usage)
 
 
 def test_combine_one_verifier_passes_local_through() -> None:
     local = verification((0.91234, [LOCKERS.id, SHELVES.id]), (0.2, []))
     results = combine(["c1", "c2"], local, None)
     assert [r.text for r in results] == ["c1", "c2"]
-    assert results[0].score == results[0].local_score == 0.9123
+    assert results[0].support == results[0].local_support == 0.9123
     assert results[0].supporting_passage_ids == [LOCKERS.id, SHELVES.id]
-    assert results[1].score == 0.2 and results[1].supporting_passage_ids == []
-    assert all(r.model_score is None and r.capped_by is None for r in results)
+    assert results[1].support == 0.2 and results[1].supporting_passage_ids == []
+    assert all(r.model_support is None and r.model_relevance is None and r.capped_by is None for r in results)
+    # No relevance from the local verifier: the claim is not taken to answer.
+    assert all(r.relevance == 0.0 and r.local_relevance is None for r in results)
 
 
 def test_combine_two_verifiers_min_score_and_agreed_support() -> None:
     local = verification((0.9, [LOCKERS.id, SHELVES.id]), (0.4, [AGM.id]), (0.8, [LOCKERS.id]))
     model = verification((0.7, [SHELVES.id, AGM.id]), (0.95, [LOCKERS.id]), (0.6, [SHELVES.id]))
     r1, r2, r3 = combine(["c1", "c2", "c3"], local, model)
-    # Agreed passages only; score the lower of the two; both scores reported.
-    assert (r1.score, r1.local_score, r1.model_score) == (0.7, 0.9, 0.7)
+    # Agreed passages only; support the lower of the two; both supports reported.
+    assert (r1.support, r1.local_support, r1.model_support) == (0.7, 0.9, 0.7)
     assert r1.supporting_passage_ids == [SHELVES.id]
     # No agreement: the more doubtful verifier's passages.
-    assert (r2.score, r2.model_score) == (0.4, 0.95) and r2.supporting_passage_ids == [AGM.id]
-    assert (r3.score, r3.model_score) == (0.6, 0.6) and r3.supporting_passage_ids == [SHELVES.id]
+    assert (r2.support, r2.model_support) == (0.4, 0.95) and r2.supporting_passage_ids == [AGM.id]
+    assert (r3.support, r3.model_support) == (0.6, 0.6) and r3.supporting_passage_ids == [SHELVES.id]
+
+
+def test_combine_takes_the_models_relevance_and_the_lower_support() -> None:
+    local = verification((0.9, [LOCKERS.id], 0.2), (0.8, [LOCKERS.id], 0.9), (0.7, [AGM.id], 0.6))
+    # The model judges the first claim an answer, the second not; it gives no relevance for the third.
+    model = verification((0.95, [LOCKERS.id], 0.85), (0.6, [LOCKERS.id], 0.1), (0.9, [AGM.id], None))
+    r1, r2, r3 = combine(["c1", "c2", "c3"], local, model)
+    assert (r1.support, r1.relevance, r1.local_relevance, r1.model_relevance) == (0.9, 0.85, 0.2, 0.85)
+    assert (r2.support, r2.relevance, r2.local_relevance, r2.model_relevance) == (0.6, 0.1, 0.9, 0.1)
+    # No relevance from the model: the local verifier's stands.
+    assert (r3.support, r3.relevance, r3.model_relevance) == (0.7, 0.6, None)
+    # Without a model, relevance is the local verifier's.
+    alone = combine(["c1"], verification((0.9, [LOCKERS.id], 0.42)), None)[0]
+    assert (alone.relevance, alone.local_relevance, alone.model_relevance) == (0.42, 0.42, None)
 
 
 class FixedVerifier:
@@ -374,11 +403,11 @@ async def test_entail_runs_the_verifier_and_counts_the_model_verdicts_given() ->
     assert outcome.stage.verifiers == ["local", "model"] and outcome.stage.status == "ok"
     assert outcome.usages == [Usage(model="m", input_tokens=7)]
     (only,) = outcome.claims
-    assert (only.score, only.local_score, only.model_score) == (0.5, 0.9, 0.5)
+    assert (only.support, only.local_support, only.model_support) == (0.5, 0.9, 0.5)
 
     alone = await entail("q", claims, PASSAGES, local)
     assert alone.stage.verifiers == ["local"] and alone.usages == []
-    assert alone.claims[0].score == 0.9 and alone.claims[0].model_score is None
+    assert alone.claims[0].support == 0.9 and alone.claims[0].model_support is None
 
 
 # --- lexical check --------------------------------------------------------------------------------
@@ -387,7 +416,7 @@ async def test_entail_runs_the_verifier_and_counts_the_model_verdicts_given() ->
 def test_lexical_faithful_claim_untouched() -> None:
     c = claim("A standard locker costs $14 per month.", 0.93, [LOCKERS.id])
     out = check_claim(c, PASSAGES)
-    assert out.capped_by is None and out.score == 0.93
+    assert out.capped_by is None and out.relevance_capped_by is None and out.support == 0.93
     assert out.lexical_overlap == 1.0
     assert msgspec.structs.replace(out, lexical_overlap=0.0) == c
 
@@ -395,7 +424,9 @@ def test_lexical_faithful_claim_untouched() -> None:
 def test_lexical_number_missing_from_support_is_capped() -> None:
     c = claim("A standard locker costs $19 per month.", 0.93, [LOCKERS.id])
     out = check_claim(c, PASSAGES)
-    assert out.capped_by == "number_or_date_not_in_support" and out.score == UNSUPPORTED_NUMBER_CAP
+    assert out.capped_by == "number_or_date_not_in_support" and out.support == UNSUPPORTED_NUMBER_CAP
+    # A support cap leaves relevance alone.
+    assert out.relevance == 1.0 and out.relevance_capped_by is None
     # The number must be in the claim's own support, not merely somewhere among the passages.
     elsewhere = check_claim(claim("A standard locker costs $14 per month.", 0.93, [AGM.id]), PASSAGES)
     assert elsewhere.capped_by == "number_or_date_not_in_support"
@@ -403,22 +434,27 @@ def test_lexical_number_missing_from_support_is_capped() -> None:
 
 def test_lexical_month_missing_from_support_is_capped() -> None:
     out = check_claim(claim("The annual general meeting is held on Saturday 20 October 2027.", 0.9, [AGM.id]), PASSAGES)
-    assert out.capped_by == "number_or_date_not_in_support" and out.score == UNSUPPORTED_NUMBER_CAP
+    assert out.capped_by == "number_or_date_not_in_support" and out.support == UNSUPPORTED_NUMBER_CAP
     ok = check_claim(claim("The annual general meeting is held on Saturday 20 November 2027.", 0.9, [AGM.id]), PASSAGES)
-    assert ok.capped_by is None and ok.score == 0.9
+    assert ok.capped_by is None and ok.support == 0.9
 
 
 def test_lexical_claim_for_another_year_than_asked_is_capped() -> None:
     quoted = claim(
-        "The annual general meeting is held on Saturday 20 November 2027 at 2 pm in the main workshop.", 0.95, [AGM.id]
+        "The annual general meeting is held on Saturday 20 November 2027 at 2 pm in the main workshop.",
+        1.0,
+        [AGM.id],
+        relevance=0.95,
     )
+    # Another year than asked: the claim is stated, but doesn't answer, so relevance is capped, not support.
     other = check_claim(quoted, PASSAGES, "When is the 2028 annual general meeting?")
-    assert other.capped_by == "question_date_not_in_support" and other.score == OTHER_DATE_CAP
+    assert other.relevance_capped_by == "question_date_not_in_support" and other.relevance == OTHER_DATE_CAP
+    assert other.capped_by is None and other.support == 1.0
     same = check_claim(quoted, PASSAGES, "When is the 2027 annual general meeting?")
-    assert same.capped_by is None and same.score == 0.95
+    assert same.relevance_capped_by is None and same.relevance == 0.95
     # No year asked, no year to agree with; the question is optional for callers that have none.
-    assert check_claim(quoted, PASSAGES, "When is the annual general meeting?").capped_by is None
-    assert check_claim(quoted, PASSAGES).capped_by is None
+    assert check_claim(quoted, PASSAGES, "When is the annual general meeting?").relevance_capped_by is None
+    assert check_claim(quoted, PASSAGES).relevance_capped_by is None
 
 
 def test_lexical_year_may_sit_in_the_heading_and_a_century_covers_its_years() -> None:
@@ -426,14 +462,14 @@ def test_lexical_year_may_sit_in_the_heading_and_a_century_covers_its_years() ->
         id="agm", source="g.md", heading="AGM 2027", text="The AGM is held on 20 November.", score=0.5
     )
     c = claim("The AGM is held on 20 November.", 0.9, ["agm"])
-    assert check_claim(c, [titled], "When is the 2027 AGM?").capped_by is None
+    assert check_claim(c, [titled], "When is the 2027 AGM?").relevance_capped_by is None
     ivory = ScoredPassage(
         id="iv", source="n.md", heading="Art", text="Salerno was a centre of ivorywork in the 12th century.", score=0.5
     )
     c = claim("Salerno was a centre of ivorywork in the 12th century.", 0.9, ["iv"])
-    assert check_claim(c, [ivory], "What was a centre of ivorywork in the 1100s?").capped_by is None
+    assert check_claim(c, [ivory], "What was a centre of ivorywork in the 1100s?").relevance_capped_by is None
     out = check_claim(c, [ivory], "What was a centre of ivorywork in the 1000s?")
-    assert out.capped_by == "question_date_not_in_support"
+    assert out.relevance_capped_by == "question_date_not_in_support"
 
 
 def test_lexical_month_asked_against_a_claim_about_other_months() -> None:
@@ -445,29 +481,59 @@ def test_lexical_month_asked_against_a_claim_about_other_months() -> None:
         score=0.5,
     )
     c = claim("Open house days are 6 March, 12 June and 9 October.", 0.9, ["oh"])
-    assert check_claim(c, [days], "When is the open house in December?").capped_by == "question_date_not_in_support"
-    assert check_claim(c, [days], "Is there an open house in June?").capped_by is None
+    december = check_claim(c, [days], "When is the open house in December?")
+    assert december.relevance_capped_by == "question_date_not_in_support"
+    assert check_claim(c, [days], "Is there an open house in June?").relevance_capped_by is None
     # A rule that names no month holds in every month.
     fee = claim("A standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month.", 0.9, [LOCKERS.id])
-    assert check_claim(fee, PASSAGES, "How much is a locker if I join in December?").capped_by is None
+    assert check_claim(fee, PASSAGES, "How much is a locker if I join in December?").relevance_capped_by is None
 
 
 def test_lexical_dates_of_one_part_do_not_bind_a_claim_answering_the_other() -> None:
     fee = claim("A standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month.", 0.9, [LOCKERS.id])
     out = check_claim(fee, PASSAGES, "How much is a standard locker, and will the price change in 2028?")
-    assert out.capped_by is None
+    assert out.relevance_capped_by is None and out.capped_by is None
+
+
+def test_lexical_wrong_answer_type_caps_relevance_not_support() -> None:
+    rented = claim("Lockers are rented by the month.", 0.95, [LOCKERS.id])
+    out = check_claim(rented, PASSAGES, "How much is a locker?")
+    # No amount for "how much": stated, but not an answer.
+    assert out.relevance_capped_by == "wrong_answer_type" and out.relevance == WRONG_TYPE_CAP
+    assert out.capped_by is None and out.support == 0.95
+    # "At no extra cost" is an amount.
+    free = claim("Keyholder membership includes one standard locker at no extra cost.", 0.95, [LOCKERS.id])
+    assert check_claim(free, PASSAGES, "How much is a locker?").relevance_capped_by is None
+    # A yes/no question is answered by a rule, not a price.
+    assert check_claim(rented, PASSAGES, "Do I pay for a locker?").relevance_capped_by is None
+    assert check_claim(rented, PASSAGES, "What time is the AGM?").relevance_capped_by == "wrong_answer_type"
+
+
+def test_lexical_premise_no_passage_states_caps_relevance() -> None:
+    rented = claim("Lockers are rented by the month.", 0.95, [LOCKERS.id])
+    out = lexical_check([rented], PASSAGES, "Since lockers are free for everyone, how big is a locker?")
+    (only,) = out.claims
+    assert only.relevance_capped_by == "premise_not_in_passages" and only.relevance == PREMISE_CAP
+    assert only.support == 0.95 and only.capped_by is None
+    assert out.stage.capped == 1
+    stated = lexical_check([rented], PASSAGES, "Since lockers are rented by the month, how big is a locker?")
+    assert stated.claims[0].relevance_capped_by is None and stated.stage.capped == 0
 
 
 def test_lexical_low_overlap_is_capped() -> None:
     c = claim("Visitors park their cars beside the canal towpath gate.", 0.88, [LOCKERS.id])
     out = check_claim(c, PASSAGES)
-    assert out.capped_by == "low_lexical_overlap" and out.score == LOW_OVERLAP_CAP
+    assert out.capped_by == "low_lexical_overlap" and out.support == LOW_OVERLAP_CAP
     assert out.lexical_overlap < 0.34
 
 
 def test_lexical_cap_never_raises_a_score() -> None:
-    out = check_claim(claim("Visitors park their cars beside the canal towpath gate.", 0.05, []), PASSAGES)
-    assert out.score == 0.05 and out.capped_by == "low_lexical_overlap"
+    out = check_claim(claim("Visitors park their cars beside the canal towpath gate.", 0.05, [], 0.1), PASSAGES)
+    assert out.support == 0.05 and out.capped_by == "low_lexical_overlap"
+    # Nor relevance: a cap on a question year the support lacks leaves a lower relevance as it was.
+    low = claim("The annual general meeting is held on Saturday 20 November 2027.", 0.9, [AGM.id], 0.1)
+    capped = check_claim(low, PASSAGES, "When is the 2028 annual general meeting?")
+    assert capped.relevance == 0.1 and capped.relevance_capped_by == "question_date_not_in_support"
 
 
 def test_lexical_stage_counts_capped() -> None:
@@ -486,7 +552,7 @@ def test_lexical_stage_counts_capped() -> None:
 
 
 def test_gate_pass() -> None:
-    stage = gate([claim("a", 0.9), claim("b", 0.8)], 0.7, 0.4)
+    stage = gate([claim("a", 0.9), claim("b", 0.8)], GateSettings(threshold=0.7, min_claim=0.4))
     assert stage.decision == "pass" and stage.detail is None and stage.status == "ok"
     assert (stage.score, stage.min_claim) == (0.85, 0.8)
     assert (stage.threshold, stage.min_claim_threshold) == (0.7, 0.4)
@@ -494,29 +560,66 @@ def test_gate_pass() -> None:
 
 
 def test_gate_fails_on_mean() -> None:
-    stage = gate([claim("a", 0.6), claim("b", 0.65)], 0.7, 0.4)
-    assert stage.decision == "fail" and stage.min_claim == 0.6
+    stage = gate([claim("a", 0.6), claim("b", 0.65)], GateSettings(threshold=0.7, min_claim=0.4))
+    assert stage.decision == "fail" and stage.min_claim == 0.6 and stage.failed == "support"
     assert stage.detail and "mean" in stage.detail
 
 
 def test_gate_fails_on_weakest_claim() -> None:
-    stage = gate([claim("a", 0.95), claim("b", 0.95), claim("c", 0.3)], 0.7, 0.4)
+    stage = gate([claim("a", 0.95), claim("b", 0.95), claim("c", 0.3)], GateSettings(threshold=0.7, min_claim=0.4))
     assert stage.score is not None and stage.score >= 0.7
-    assert stage.decision == "fail" and stage.min_claim == 0.3
+    assert stage.decision == "fail" and stage.min_claim == 0.3 and stage.failed == "support"
     assert stage.detail and "weakest" in stage.detail
 
 
 def test_gate_thresholds_are_inclusive() -> None:
     # Three claims at exactly the threshold average 0.6999999999999998 in floating point; they pass.
-    stage = gate([claim("a", 0.7), claim("b", 0.7), claim("c", 0.7)], 0.7, 0.7)
-    assert stage.decision == "pass" and stage.score == 0.7
+    stage = gate(
+        [claim("a", 0.7, relevance=0.7), claim("b", 0.7, relevance=0.7), claim("c", 0.7, relevance=0.7)],
+        GateSettings(threshold=0.7, min_claim=0.7, relevance=0.7),
+    )
+    assert stage.decision == "pass" and stage.score == 0.7 and stage.relevance == 0.7 and stage.failed is None
 
 
 def test_gate_no_claims_fails() -> None:
-    stage = gate([], 0.6, 0.3)
+    stage = gate([], GateSettings(threshold=0.6, min_claim=0.3))
     assert stage.decision == "fail" and stage.claims == [] and stage.score == 0.0
     assert (stage.threshold, stage.min_claim_threshold) == (0.6, 0.3)
     assert stage.detail and "no checkable claim" in stage.detail
+    assert stage.failed == "support" and stage.relevance == 0.0
+
+
+def test_gate_passes_one_answering_claim_beside_supported_context() -> None:
+    # The answer, and a claim of context that doesn't answer by itself but is stated by the passages.
+    claims = [claim("answer", 0.9, relevance=0.85), claim("context", 0.8, relevance=0.1)]
+    stage = gate(claims, GateSettings())
+    assert stage.decision == "pass" and stage.failed is None and stage.detail is None
+    assert (stage.relevance, stage.relevance_threshold, stage.relevance_uncertain) == (0.85, 0.70, 0.40)
+
+
+def test_gate_fails_on_relevance_when_no_claim_answers() -> None:
+    claims = [claim("a", 0.95, relevance=0.6), claim("b", 0.9, relevance=0.2)]
+    stage = gate(claims, GateSettings(relevance=0.7, relevance_uncertain=0.4))
+    assert stage.decision == "fail" and stage.failed == "relevance" and stage.relevance == 0.6
+    assert stage.detail and "0.60" in stage.detail and stage.detail.endswith(": uncertain")
+    assert relevance_uncertain(stage)
+    low = gate([claim("a", 0.95, relevance=0.3)], GateSettings(relevance=0.7, relevance_uncertain=0.4))
+    assert low.failed == "relevance" and not relevance_uncertain(low)
+    assert low.detail and not low.detail.endswith(": uncertain")
+    # Inclusive, as the support thresholds are.
+    assert gate([claim("a", 0.95, relevance=0.7)], GateSettings(relevance=0.7)).decision == "pass"
+
+
+def test_gate_support_failure_wins_over_relevance_failure() -> None:
+    stage = gate([claim("a", 0.3, relevance=0.1)], GateSettings(threshold=0.7, min_claim=0.4, relevance=0.7))
+    assert stage.decision == "fail" and stage.failed == "support"
+    assert stage.detail and "support" in stage.detail and not relevance_uncertain(stage)
+    # A well-answering claim doesn't make up for a context claim the passages don't state.
+    mixed = gate(
+        [claim("a", 0.95, relevance=0.95), claim("b", 0.95, relevance=0.0), claim("c", 0.3, relevance=0.0)],
+        GateSettings(),
+    )
+    assert mixed.failed == "support" and mixed.detail and "weakest" in mixed.detail
 
 
 # --- citations ------------------------------------------------------------------------------------
@@ -547,5 +650,7 @@ def test_combine_fails_closed_when_the_model_omits_a_claim() -> None:
     local = Verification(verdicts=[ClaimVerdict(0.9, ["a"]), ClaimVerdict(0.9, ["a"])])
     model = Verification(verdicts=[ClaimVerdict(0.8, ["a"])])
     first, second = combine(["one", "two"], local, model)
-    assert first.score == 0.8 and first.supporting_passage_ids == ["a"]
-    assert second.score == 0.0 and second.model_score == 0.0 and second.local_score == 0.9
+    assert first.support == 0.8 and first.supporting_passage_ids == ["a"]
+    assert second.support == 0.0 and second.model_support == 0.0 and second.local_support == 0.9
+    # ... and as no answer: the missing verdict's relevance is 0.
+    assert second.relevance == 0.0 and second.model_relevance == 0.0

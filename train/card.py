@@ -28,7 +28,8 @@ TABLE = "\n".join(
         "| reader | the generator with `LOCAL_MODELS=trained`: finds the answer in the retrieved passages, or none "
         "| `[CLS] question [SEP] passage window [SEP]` (256 tokens, stride 96) "
         '| start and end logits; the [CLS] position is "no answer" |',
-        "| verifier | with `LOCAL_MODELS=trained`, verifies every claim in both profiles; own weights and objective "
+        "| verifier | with `LOCAL_MODELS=trained`, judges every claim's relevance in both profiles (support is the "
+        "question-free check); own weights and objective "
         "| `[CLS] question [SEP] answer [SEP] evidence [SEP]` (128 tokens) "
         "| one logit: the evidence supports this answer to this question |",
     ]
@@ -164,6 +165,15 @@ Both start from all-MiniLM-L6-v2 (22.7M parameters, Apache-2.0), the full-precis
   held-out triples (harder and easier kinds together): **{verifier["val_auc"]:.3f}**
   ({verifier["val_auc_squad"]:.3f} SQuAD, {verifier["val_auc_halueval"]:.3f} HaluEval).
 {_stage3(stage3)}- Max {verifier["max_len"]} tokens.
+- **What it judges in the pipeline: relevance, not support.** The verifier reads the question with the
+  claim and its evidence, so its score is whether the evidence supports this claim *as the answer to this
+  question*. Support must not depend on the question (a claim is stated by the passages or it isn't,
+  whatever was asked), so under `LOCAL_MODELS=trained` support is judged by the same question-free check the
+  feature verifier uses (`api/provenance/verifiers/support.py`), and this model's calibrated score is the
+  claim's relevance. The alternative, feeding it an empty question for support, asks it something it was
+  never trained on (every training triple has a question), so it was not taken. With the reader's quoted
+  claims nothing changes in practice: a quoted sentence's support is 1.0 either way, and the gate's
+  relevance rule reads this model's score as the old single score was read.
 
 ## Operating point (`api/provenance/data/local_models.json`)
 

@@ -45,7 +45,9 @@ def _question_facts_missing(part: str, claim: str, support: str) -> bool:
     its support mentions: "the 2028 AGM" is not answered by a passage about the 2027 one."""
     if T.dates_not_covered(part, claim, support):
         return True
-    return not T.bare_numbers(part) <= T.bare_numbers(f"{support} {claim}")
+    # Years and decades are dates_not_covered's ("the 1100s" is "the 12th century"); any other number counts.
+    numbers = {n for n in T.bare_numbers(part) if not (len(n) == 4 and n.isdigit() and 1000 <= int(n) <= 2099)}
+    return not numbers <= T.bare_numbers(f"{support} {claim}")
 
 
 def _relevance_cap(claim: ClaimResult, question: str, support: str, premise: str | None) -> tuple[float, str | None]:

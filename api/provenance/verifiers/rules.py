@@ -65,7 +65,10 @@ _WH = re.compile(r"^\W*(how|what|what's|when|where|which|who|whom|whose)\b", re.
 
 def expected_answer_type(question: str) -> str | None:
     q = question.lower()
-    if re.search(r"\bhow much\b|\bcost\b|\bprice\b|\bfee\b|\bcharge\b|\bpay\b", q):
+    # "How much is a day pass?" asks for an amount; "How much notice do I give?" doesn't.
+    if re.search(
+        r"\bhow much (is|are|does|do|did|will|would|to|for|money|it)\b|\bcost\b|\bprice\b|\bfee\b|\bcharge\b|\bpay\b", q
+    ):
         return "money"
     if re.search(r"\bwhat time\b|\bhours?\b|\bopen\b|\bclose\b", q) and not re.search(r"\bhow many hours\b", q):
         return "time"

@@ -1,19 +1,26 @@
 """Support: do the passages state the claim? Judged on this machine, in every profile, and without the
 question: a claim is stated by the passages or it isn't, whatever was asked.
 
-A claim is compared with every window of one or two adjacent sentences of each passage (with the passage's
-heading as context). A faithful restatement passes, quoted or reworded ("A lost fob costs $15 to replace"
-for "A replacement keyfob costs $15."): its words are the window's, or their near-synonyms, and it means
-what the window means. A changed fact fails:
-- a number, amount, time, month or name that no single sentence of the passage states together with the
-  claim's other numbers and names (the Maker rate given as the concession rate, a guest limit given to
-  the wrong tier) is vetoed outright;
-- so is a flipped rule: the claim and the clause of the window that says the same thing disagree on
-  negation ("may" for "may not");
+A claim is compared with each sentence of each passage, and with each pair of sentences that may be read
+together (neighbours, or two that share a word: a definition and the fact that uses it), with the passage's
+heading as context. A faithful restatement passes, quoted or reworded ("Replacing a fob costs $15" for "A
+replacement keyfob costs $15."): its words are the window's, as part of a compound ("fob"/"keyfob") or as
+near-synonyms, and words a restatement adds without adding a fact ("you get", "it requires") don't count.
+A changed fact fails:
+- a number, amount, time, unit of time, month, email address or name that no single sentence of the window
+  states together with the claim's other such facts (the Maker rate given as the concession rate, a guest
+  limit given to the wrong tier, $10 a month for $10 a week) is vetoed;
+- so is a claim that borrows its words from a sentence about another thing of the same kind (another
+  price, day, size or name): such sentences are never read together with the one that states the claim's
+  facts, and a word picking one thing out of several ("standard", "Tuesday") that the passage binds to
+  other facts vetoes the claim;
+- so is a flipped rule: the claim and the sentence that shares most of its words disagree on whether they
+  deny or restrict ("may" for "must not"; "only" and "except" restrict);
 - an added clause brings words the window lacks, which the score counts against the claim.
 
-The score is a monotone logistic model over three named features (coverage, added, similarity), fitted by
-`evals/calibrate_support.py`; the vetoes cap it.
+The score is a logistic model over three named features (coverage, added, similarity) whose weights are
+set from `evals/calibrate_support.py`'s report on hand-written pairs (see `support_source` in
+`data/local_verifier.json`); the vetoes cap it.
 """
 
 from __future__ import annotations
@@ -36,8 +43,6 @@ QUOTED_SUPPORT = 1.0
 FACT_VETO = 0.02
 # The cap on a claim whose rule is the passage's, flipped.
 NEGATION_VETO = 0.05
-# Adjacent sentences a restatement may draw on.
-WINDOW_SENTENCES = 2
 # A word that only starts or ends another of at least this many letters is the same word ("fob"/"keyfob",
 # "replac"/"replacement").
 COMPOUND_MIN = 3
@@ -51,67 +56,20 @@ _RESTRICTS = re.compile(r"\bnon-?\w|\b(only|except|unless|without)\b", re.IGNORE
 _NO_COST = re.compile(r"\b(at )?no (extra |additional )?(cost|charge)\b|\bfree of charge\b", re.IGNORECASE)
 # Words a restatement adds without adding a fact ("you get", "it costs", "members have"): not counted as
 # what the claim says beyond its evidence.
-LIGHT_WORDS = frozenset(
-    [
-        "get",
-        "gets",
-        "got",
-        "getting",
-        "pay",
-        "pays",
-        "paid",
-        "paying",
-        "cost",
-        "costs",
-        "have",
-        "has",
-        "having",
-        "take",
-        "takes",
-        "make",
-        "makes",
-        "need",
-        "needs",
-        "able",
-        "allowed",
-        "permitted",
-        "use",
-        "used",
-        "using",
-        "go",
-        "goes",
-        "come",
-        "comes",
-        "keep",
-        "keeps",
-        "give",
-        "gives",
-        "given",
-        "also",
-        "there",
-        "here",
-        "member",
-        "members",
-        "you",
-        "your",
-        "everyone",
-        "anyone",
-        "someone",
-        "person",
-        "people",
-        "one",
-        "any",
-        "every",
-        "each",
-        "whole",
-        "total",
-    ]
+_LIGHT = (
+    "get gets got getting have has having take takes make makes need needs able allowed permitted use used "
+    "using go goes come comes keep keeps give gives given also there here member members you your everyone "
+    "anyone someone person people one any every each whole total require requires required run runs held "
+    "hold holds happen happens"
 )
-# Words that must match exactly, never as near-synonyms: "Tuesday" is not "Monday", "March" not "May".
+LIGHT_WORDS = frozenset(_LIGHT.split())
+# Words that must match exactly, never as near-synonyms, and that pick one thing out of several: "Tuesday" is
+# not "Monday", "March" not "May", the concession rate not the standard one.
 _EXACT = re.compile(
     r"^(monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|weekday|morning|afternoon|evening|"
     r"january|february|march|april|may|june|july|august|september|october|november|december|daily|weekly|"
-    r"monthly|yearly|annual|hour|day|week|month|year|minute|standard|large|small|first|second|third|last)",
+    r"monthly|yearly|annual|hour|day|week|month|year|minute|standard|large|small|medium|first|second|third|last|"
+    r"concession|student|guest|visitor|public|adult|child|children|junior|senior|beginner|advanced|full|half)s?$",
     re.IGNORECASE,
 )
 
@@ -175,6 +133,22 @@ _UNITS = {"minute": "minute", "hour": "hour", "day": "day", "week": "week", "mon
 _UNIT_EQUIVALENTS = {"year": ("12 month",), "week": ("7 day", "seven day"), "month": ("30 day",), "day": ("24 hour",)}
 
 
+_DAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_DAY_NAME = "|".join(_DAYS)
+_DAY_RANGE = re.compile(rf"\b({_DAY_NAME})s?\s+(?:to|through|until|-|–)\s+({_DAY_NAME})s?\b", re.IGNORECASE)
+_TIME = re.compile(r"\b\d{1,2}(?::\d{2})?\s?(?:am|pm)\b|\bnoon\b|\bmidnight\b", re.IGNORECASE)
+
+
+def _days_within(text: str) -> dict[str, str]:
+    """The days a range names without writing them: "Tuesday to Friday" holds Wednesday and Thursday."""
+    out: dict[str, str] = {}
+    for m in _DAY_RANGE.finditer(text):
+        first, last = _DAYS.index(m.group(1).lower()), _DAYS.index(m.group(2).lower())
+        for day in _DAYS[first : last + 1] if first <= last else []:
+            out[day] = day
+    return out
+
+
 def _units(text: str) -> set[str]:
     return {_UNITS[T.stem(w)] for w in T.words(text) if T.stem(w) in _UNITS}
 
@@ -211,7 +185,7 @@ class SupportJudge:
 
     def _sentences(self, passage: ScoredPassage) -> list[_Sentence]:
         return [
-            _Sentence(start, end, text, surface_terms(text), T.numbers(text), T.months(text))
+            _Sentence(start, end, text, surface_terms(text) | _days_within(text), T.numbers(text), T.months(text))
             for start, end, text in T.sentence_ranges(passage.text)
         ]
 
@@ -231,6 +205,7 @@ class SupportJudge:
             and clause.emails <= T.emails(sentence.text)
             and all(_states_unit(u, sentence.text) for u in clause.units)
             and all(n in sentence.terms or n in heading for n in clause.names)
+            and (not clause.emails or _shares_most(clause.text, sentence, heading))
         )
 
     def _facts_stated(self, parts: Sequence[_Clause], window: Sequence[_Sentence], heading: dict[str, str]) -> bool:
@@ -243,24 +218,39 @@ class SupportJudge:
     def _bound_elsewhere(
         self, parts: Sequence[_Clause], sentences: Sequence[_Sentence], heading: dict[str, str]
     ) -> bool:
-        """A clause whose facts stand in one sentence, with a word that the passage binds to other facts in
-        another: "A standard locker ... costs $22" where $22 is the large locker's price and the standard
-        one's is $14; "On Tuesday the makerspace is closed for cleaning" where Monday is the cleaning day."""
+        """A clause whose facts stand in one sentence, with a word picking out one of several things that the
+        passage binds to other facts of the same kind in another: "A standard locker ... costs $22" where $22
+        is the large locker's price and the standard one's $14."""
         for clause in parts:
-            if not (clause.numbers or clause.names):
+            if not clause.has_facts:
                 continue
-            terms = {t for t in surface_terms(clause.text) if not t.isdigit() and t not in LIGHT_WORDS}
-            facts = T.bare_numbers(clause.text) | clause.names
+            # Only the words that pick one thing out of several (a tier, a size, a day, a name): any other word
+            # may be a restatement's own.
+            terms = {t for t, w in surface_terms(clause.text).items() if _EXACT.match(w) or t in self.names}
+            facts = self._facts_by_kind(clause.text, set(surface_terms(clause.text)))
             anchors = [s for s in sentences if self._facts_in(clause, s, heading)]
             if anchors and all(self._conflicts(a, terms, facts, sentences, heading) for a in anchors):
                 return True
         return False
 
+    def _facts_by_kind(self, text: str, terms: set[str]) -> dict[str, set[str]]:
+        numbers = T.numbers(text)
+        times = {m.group(0).replace(" ", "").lower() for m in _TIME.finditer(text)}
+        return {
+            "money": {n for n in numbers if n[0] in "$£€"},
+            "percent": {n for n in numbers if n.endswith("%")},
+            "time": times,
+            "number": {n for n in T.bare_numbers(text) if not any(n in t for t in times)}
+            - {n.lstrip("$£€").rstrip("%") for n in numbers if n[0] in "$£€" or n.endswith("%")},
+            "name": {t for t in terms if t in self.names},
+            "email": T.emails(text),
+        }
+
     def _conflicts(
         self,
         anchor: _Sentence,
         terms: set[str],
-        facts: set[str],
+        facts: dict[str, set[str]],
         sentences: Sequence[_Sentence],
         heading: dict[str, str],
     ) -> bool:
@@ -268,8 +258,9 @@ class SupportJudge:
             for other in sentences:
                 if other is anchor or t not in other.terms:
                     continue
-                other_facts = T.bare_numbers(other.text) | {n for n in other.terms if n in self.names}
-                if other_facts and not other_facts & facts:
+                theirs = self._facts_by_kind(other.text, set(other.terms))
+                # The same kind of fact, different on both sides: the word goes with their value, not ours.
+                if _differ(facts, theirs):
                     return True
         return False
 
@@ -304,25 +295,37 @@ class SupportJudge:
         sims = self.sentences.get([s.text for s in sentences]) @ claim_vec
         bound_elsewhere = self._bound_elsewhere(parts, sentences, heading)
         best: PassageSupport | None = None
-        for i in range(len(sentences)):
-            for j in range(i + 1, min(i + WINDOW_SENTENCES, len(sentences)) + 1):
-                window = sentences[i:j]
-                terms: dict[str, str] = dict(heading)
-                for s in window:
-                    terms.update(s.terms)
-                covered = self._coverage(claim_terms, terms) if claim_terms else [1.0]
-                features = SupportFeatures(
-                    coverage=round(sum(covered) / len(covered), 4),
-                    added=round(sum(1.0 - c for c in covered), 4),
-                    similarity=round(max(0.0, float(sims[i:j].max())), 4),
-                )
-                p, veto = self.model.probability(features), None
-                if bound_elsewhere or not self._facts_stated(parts, window, heading):
-                    p, veto = min(p, FACT_VETO), "fact_not_stated"
-                elif _negation_flipped(claim, " ".join(s.text for s in window)):
-                    p, veto = min(p, NEGATION_VETO), "negation_flipped"
-                if best is None or p > best.score:
-                    best = PassageSupport(passage.id, p, False, window[0].start, window[-1].end, features, veto)
+        # One sentence, or any two of the passage: a restatement may join a definition ("Staffed hours are when
+        # a floor steward is on duty") to a fact stated elsewhere ("On Saturday the staffed hours are...").
+        # Never two sentences where one states other facts of a kind the claim states (another day, price or
+        # name): the claim's words would be borrowed from what the passage says of something else.
+        ours = self._facts_by_kind(claim, set(surface_terms(claim)))
+        clean = [not _differ(ours, self._facts_by_kind(s.text, set(s.terms))) for s in sentences]
+        # Two sentences apart must share a word to be read together: a definition and the fact that uses it.
+        windows = [[i] for i in range(len(sentences))] + [
+            [i, j]
+            for i in range(len(sentences))
+            for j in range(i + 1, len(sentences))
+            if clean[i] and clean[j] and (j == i + 1 or _related(sentences[i], sentences[j]))
+        ]
+        for rows in windows:
+            window = [sentences[k] for k in rows]
+            terms: dict[str, str] = dict(heading)
+            for s in window:
+                terms.update(s.terms)
+            covered = self._coverage(claim_terms, terms) if claim_terms else [1.0]
+            features = SupportFeatures(
+                coverage=round(sum(covered) / len(covered), 4),
+                added=round(sum(1.0 - c for c in covered), 4),
+                similarity=round(max(0.0, max(float(sims[k]) for k in rows)), 4),
+            )
+            p, veto = self.model.probability(features), None
+            if bound_elsewhere or not self._facts_stated(parts, window, heading):
+                p, veto = min(p, FACT_VETO), "fact_not_stated"
+            elif _negation_flipped(claim, " ".join(s.text for s in window)):
+                p, veto = min(p, NEGATION_VETO), "negation_flipped"
+            if best is None or p > best.score:
+                best = PassageSupport(passage.id, p, False, window[0].start, window[-1].end, features, veto)
         assert best is not None
         return msgspec.structs.replace(best, score=round(best.score, 4))
 
@@ -332,6 +335,28 @@ class SupportJudge:
             return []
         vectors = self.sentences.get(list(claims))
         return [[self.score(c, v, p) for p in passages] for c, v in zip(claims, vectors, strict=True)]
+
+
+# An address is for one purpose: the sentence that gives it must say most of what the claim says it is for.
+EMAIL_CONTEXT = 0.5
+
+
+def _shares_most(clause: str, sentence: _Sentence, heading: dict[str, str]) -> bool:
+    terms = {t for t, w in surface_terms(clause).items() if w not in LIGHT_WORDS and "@" not in w and not t.isdigit()}
+    have = set(sentence.terms) | set(heading)
+    shared = sum(1 for t in terms if t in have or any(_compound(t, h) for h in have))
+    return not terms or shared / len(terms) >= EMAIL_CONTEXT
+
+
+def _related(a: _Sentence, b: _Sentence) -> bool:
+    shared = set(a.terms) & set(b.terms)
+    return any(not t.isdigit() and a.terms[t] not in LIGHT_WORDS for t in shared)
+
+
+def _differ(ours: dict[str, set[str]], theirs: dict[str, set[str]]) -> bool:
+    """Whether a sentence states facts of a kind the claim states, without the claim's: it is about another
+    price, day, size or name."""
+    return any(ours[k] - theirs[k] and theirs[k] for k in ours)
 
 
 def _compound(a: str, b: str) -> bool:
