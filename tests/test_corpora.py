@@ -14,8 +14,8 @@ import pytest_asyncio
 from provenance.cli import main
 from provenance.corpora import describe
 from provenance.embedder import Embedder
-from provenance.errors import UnknownCorpus
-from provenance.ingest import CorpusConflict, ingest
+from provenance.errors import CorpusConflict, UnknownCorpus
+from provenance.ingest import ingest
 from provenance.models import CorpusExample
 from provenance.pipeline import Pipeline
 from provenance.profiles.local import build_local_profile

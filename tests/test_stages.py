@@ -11,7 +11,7 @@ import pytest
 
 from provenance.claims import split_claims
 from provenance.embedder import Embedder
-from provenance.errors import ServiceError
+from provenance.errors import ModelMismatch, ServiceError
 from provenance.models import ClaimResult
 from provenance.passages import ScoredPassage
 from provenance.ports import (
@@ -36,7 +36,7 @@ from provenance.stages.lexical import (
     check_claim,
     lexical_check,
 )
-from provenance.stages.retrieve import ModelMismatch, retrieve
+from provenance.stages.retrieve import retrieve
 from provenance.stages.screen import deny_list_match, screen_classifier, screen_deny_list
 from provenance.store import Store
 from tests.test_hybrid_search import python_hybrid

@@ -15,7 +15,7 @@ import numpy as np
 from provenance.chunking import Chunk, chunk_document
 from provenance.corpora import DEFAULT_CORPUS, EXAMPLE_FILES, CorpusMeta, describe, valid_name
 from provenance.embedder import Embedder
-from provenance.errors import ConfigurationError
+from provenance.errors import ConfigurationError, CorpusConflict
 from provenance.progress import Progress
 from provenance.store import CorpusDescription, CorpusStore
 
@@ -24,10 +24,6 @@ SUFFIXES = (".md", ".markdown", ".txt")
 IGNORE_MARKER = "<!-- provenance: ignore -->"
 CHUNKER_VERSION = "1"
 REMOVED_SHOWN = 5
-
-
-class CorpusConflict(ConfigurationError):
-    """The corpus holds another folder's documents; replacing them must be asked for."""
 
 
 @dataclass

@@ -19,7 +19,7 @@ from provenance import text as T
 from provenance.admission import Admission
 from provenance.corpora import default_of
 from provenance.embedder import Embedder, one_request
-from provenance.errors import UnknownCorpus
+from provenance.errors import ModelError, UnknownCorpus
 from provenance.guards.base import Guards, NoGuards, RateLimitResult
 from provenance.logs import get_logger
 from provenance.models import (
@@ -33,7 +33,7 @@ from provenance.models import (
     Status,
 )
 from provenance.passages import ScoredPassage
-from provenance.ports import ModelError, Profile, Usage, Verification
+from provenance.ports import Profile, Usage, Verification
 from provenance.reasons import QUOTED_NOT_AN_ANSWER, REASONS, STILL_SERVED
 from provenance.settings import Settings
 from provenance.stages.citations import citations_from_support
@@ -280,7 +280,7 @@ class Pipeline:
             except ModelError as exc:
                 log.warning("model error", error=str(exc))
                 # A call that was billed but gave unusable output (ModelOutputError) still costs its usage.
-                billed: Usage | None = getattr(exc, "usage", None)
+                billed = exc.usage
                 if billed is not None:
                     usages.append(billed)
                 outcome = run.finish("blocked", "model_error", detail=str(exc))

@@ -12,6 +12,8 @@ from typing import Literal
 
 import msgspec
 
+from provenance.errors import SettingsError
+
 # The checkout (or image) root: db/, corpus/ and web/ sit beside api/, the folder this package is in.
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,10 +21,6 @@ Profile = Literal["local", "anthropic"]
 RetrievalMode = Literal["vector", "hybrid"]
 # The local verifier (and generator): hand-built features over the embedder, or the trained reader and verifier.
 LocalModels = Literal["features", "trained"]
-
-
-class SettingsError(ValueError):
-    """A configuration value is missing or malformed; the message names the variable."""
 
 
 def _cores() -> int:

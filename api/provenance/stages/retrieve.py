@@ -8,7 +8,7 @@ import msgspec
 
 from provenance.corpora import DEFAULT_CORPUS
 from provenance.embedder import Embedder, embed_query_async
-from provenance.errors import ServiceError
+from provenance.errors import ModelMismatch
 from provenance.models import RetrievalStage, RetrievedPassage
 from provenance.passages import ScoredPassage
 from provenance.store import CorpusStore
@@ -20,16 +20,6 @@ RRF_K = 60  # the constant from Cormack et al. (2009); damps the head of each ra
 class RetrievalOutcome(msgspec.Struct, frozen=True):
     stage: RetrievalStage
     passages: list[ScoredPassage]
-
-
-class ModelMismatch(ServiceError):
-    def __init__(self, stored: str, configured: str) -> None:
-        super().__init__(
-            409,
-            "embedding_model_mismatch",
-            f"the passages were embedded with {stored!r} but EMBED_MODEL is {configured!r}; "
-            "run `provenance ingest` with the new model (or set EMBED_MODEL back)",
-        )
 
 
 async def retrieve(
