@@ -133,7 +133,7 @@ async def test_the_pipeline_answers_from_the_corpus_asked_for(
     question = "How much is a half plot per year?"
 
     garden = (await pipeline.ask(question, request_id="g", use_cache=False, corpus="garden")).response
-    assert garden.corpus == "garden" and garden.corpus_version == pipeline.corpora["garden"][1]
+    assert garden.corpus == "garden" and garden.corpus_version == pipeline.corpora["garden"].version
     assert {p.source for p in garden.stages.retrieval.passages} <= {"README.md", "plots.md", "tools.md"}
     assert garden.stages.retrieval.passages
 

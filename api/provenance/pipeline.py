@@ -17,7 +17,7 @@ import msgspec
 
 from provenance import text as T
 from provenance.admission import Admission
-from provenance.corpora import default_of
+from provenance.corpora import UNKNOWN_CORPUS, KnownCorpus, default_of
 from provenance.embedder import Embedder, one_request
 from provenance.errors import ModelError, UnknownCorpus
 from provenance.guards.base import Guards, NoGuards, RateLimitResult
@@ -81,8 +81,8 @@ class Pipeline:
         self.admission = Admission(
             settings.server.ask_concurrency, settings.server.ask_queue_max, settings.server.ask_queue_timeout_s
         )
-        # corpus name -> (embedding model, version), as of the last look at the database
-        self.corpora: dict[str, tuple[str, str]] = {}
+        # corpus name -> its embedding model and version, as of the last look at the database
+        self.corpora: dict[str, KnownCorpus] = {}
         self.corpus_check_every_s = CORPUS_CHECK_EVERY_S
         self._corpus_checked = time.monotonic()
 
@@ -115,7 +115,7 @@ class Pipeline:
         if now - self._corpus_checked < self.corpus_check_every_s:
             return
         self._corpus_checked = now
-        if await self.store.corpus_versions() != {name: v for name, (_, v) in self.corpora.items()}:
+        if await self.store.corpus_versions() != {name: c.version for name, c in self.corpora.items()}:
             await self.refresh_corpus()
 
     async def refresh_corpus(self) -> None:
@@ -123,7 +123,7 @@ class Pipeline:
         if self.profile.on_corpus is not None:
             texts = await self.store.passage_texts(CORPUS_VOCABULARY_PASSAGES)
             await asyncio.to_thread(self.profile.on_corpus, texts)
-        self.corpora = {c.name: (c.embedding_model, c.version) for c in await self.store.corpora()}
+        self.corpora = {c.name: KnownCorpus(c.embedding_model, c.version) for c in await self.store.corpora()}
 
     @property
     def default_corpus(self) -> str:
@@ -131,11 +131,11 @@ class Pipeline:
 
     @property
     def corpus_model(self) -> str | None:
-        return self.corpora.get(self.default_corpus, (None, None))[0]
+        return self.corpora.get(self.default_corpus, UNKNOWN_CORPUS).embedding_model
 
     @property
     def corpus_version(self) -> str | None:
-        return self.corpora.get(self.default_corpus, (None, None))[1]
+        return self.corpora.get(self.default_corpus, UNKNOWN_CORPUS).version
 
     async def resolve_corpus(self, name: str | None) -> str:
         """The corpus a question is for; an unknown name is the client's error (404), after one fresh look in
@@ -149,7 +149,7 @@ class Pipeline:
         return name
 
     def answer_cache_key(self, question: str, corpus: str) -> str:
-        version = self.corpora.get(corpus, (None, None))[1]
+        version = self.corpora.get(corpus, UNKNOWN_CORPUS).version
         return self.guards.cache_key(question, f"{corpus}@{version or '-'}", self.settings_fingerprint())
 
     def settings_fingerprint(self) -> str:
@@ -304,7 +304,7 @@ class Pipeline:
                 self.store,
                 s.retrieval.k,
                 s.retrieval.mode,
-                self.corpora.get(run.corpus, (None, None))[0],
+                self.corpora.get(run.corpus, UNKNOWN_CORPUS).embedding_model,
                 corpus=run.corpus,
             )
         )
@@ -463,7 +463,7 @@ class _Run:
             stages=stages,
             headline=text.headline if text is not None else None,
             message=message,
-            corpus_version=self.pipeline.corpora.get(self.corpus, (None, None))[1],
+            corpus_version=self.pipeline.corpora.get(self.corpus, UNKNOWN_CORPUS).version,
             corpus=self.corpus,
         )
         return Outcome(response, http_status, headers or {})
