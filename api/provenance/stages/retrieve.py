@@ -11,6 +11,7 @@ from provenance.embedder import Embedder, embed_query_async
 from provenance.errors import ModelMismatch
 from provenance.models import RetrievalStage, RetrievedPassage
 from provenance.passages import ScoredPassage
+from provenance.settings import RetrievalMode
 from provenance.store import CorpusStore
 from provenance.timing import Timer
 
@@ -27,7 +28,7 @@ async def retrieve(
     embedder: Embedder,
     store: CorpusStore,
     k: int,
-    mode: str,
+    mode: RetrievalMode,
     corpus_model: str | None,
     *,
     corpus: str = DEFAULT_CORPUS,
