@@ -42,9 +42,9 @@ from provenance.stages.entail import entail
 from provenance.stages.gate import gate
 from provenance.stages.generate import generate
 from provenance.stages.lexical import lexical_check
+from provenance.stages.quarantine import quarantine
 from provenance.stages.retrieve import RetrievalOutcome, passage_records, retrieve
 from provenance.stages.screen import screen_classifier, screen_deny_list
-from provenance.stages.untrusted import quarantine
 from provenance.store import CorpusStore
 from provenance.timing import Timer
 
