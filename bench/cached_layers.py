@@ -82,6 +82,8 @@ async def start(app: Litestar) -> None:
 
 
 async def measure(n: int) -> list[tuple[str, float]]:
+    from litestar.di import Provide
+
     from bench.floor_app import create_app as floor_app
     from provenance.app import create_app
     from provenance.http import routes
@@ -99,7 +101,11 @@ async def measure(n: int) -> list[tuple[str, float]]:
     floor = floor_app()
     await start(floor)
     # The /ask handler alone in Litestar: the real app less our middleware and hooks.
-    bare = Litestar(route_handlers=[routes.ask], debug=False)
+    bare = Litestar(
+        route_handlers=[routes.ask],
+        dependencies={"services": Provide(routes.provide_services, sync_to_thread=False)},
+        debug=False,
+    )
     bare.state.services = svc
 
     async def pipeline_ask() -> Any:

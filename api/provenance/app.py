@@ -11,13 +11,14 @@ from typing import Any
 
 from litestar import Litestar
 from litestar.config.cors import CORSConfig
+from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.static_files import create_static_files_router
 
 from provenance import __version__
 from provenance.http.exceptions import EXCEPTION_HANDLERS
 from provenance.http.middleware import request_middleware, security_headers
-from provenance.http.routes import ROUTES, declare_request_constraints
+from provenance.http.routes import ROUTES, declare_request_constraints, provide_services
 from provenance.logs import configure_logging
 from provenance.services import Services, build_services
 from provenance.settings import REPO_ROOT, Settings, load_settings
@@ -57,6 +58,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         middleware=[request_middleware(settings.server.request_read_timeout_s)],
         before_send=[security_headers],
         exception_handlers=EXCEPTION_HANDLERS,
+        dependencies={"services": Provide(provide_services, sync_to_thread=False)},
         openapi_config=OpenAPIConfig(title="Provenance", version=__version__, path="/schema"),
         request_max_body_size=settings.server.request_max_body_bytes,
         cors_config=cors,

@@ -1,5 +1,5 @@
 """The routes: /healthz, /corpora, /corpus, /passages, /config and /ask, and what the OpenAPI document says of
-/ask beyond its types."""
+/ask beyond its types. Each handler gets the running `Services` injected as `services` (provide_services)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 from litestar import Request, Response, get, post
 from litestar.datastructures import State
+from litestar.di import NamedDependency
 from litestar.openapi import ResponseSpec
 from litestar.openapi.spec import OpenAPI, Schema
 from litestar.params import FromPath, JSONBody
@@ -48,7 +49,8 @@ def _errors(*statuses: int) -> dict[int, ResponseSpec]:
     return {s: ResponseSpec(ErrorEnvelope, description=_ERROR, generate_examples=False) for s in statuses}
 
 
-def _services(state: State) -> Services:
+def provide_services(state: State) -> Services:
+    """The dependency every route declares as `services`: what the lifespan built (create_app)."""
     services: Services = state.services
     return services
 
@@ -58,8 +60,7 @@ def _services(state: State) -> Services:
     summary="Liveness and readiness: database, passage count, profile, version",
     responses={503: ResponseSpec(Health, description="the database is down", generate_examples=False)},
 )
-async def healthz(state: State) -> Response[Health]:
-    services = _services(state)
+async def healthz(services: NamedDependency[Services]) -> Response[Health]:
     busy = False
     # Twice the pool's own wait, so that a busy pool answers with its verdict (Overloaded) before this gives up.
     limit_s = 2 * services.settings.database.timeout_s
@@ -93,8 +94,7 @@ def _examples(raw: list[dict[str, Any]]) -> list[CorpusExample]:
     summary="The corpora /ask can answer from, each with its title, description and example questions",
     responses={503: _DB_DOWN},
 )
-async def corpora(state: State) -> Corpora:
-    services = _services(state)
+async def corpora(services: NamedDependency[Services]) -> Corpora:
     found = await services.store.corpora()
     return Corpora(
         default=default_of([c.name for c in found]) if found else None,
@@ -117,8 +117,7 @@ async def corpora(state: State) -> Corpora:
     summary="One corpus in full (the default one without `name`): files, passage count, version, model",
     responses={**_errors(404), 503: _DB_DOWN},
 )
-async def corpus(state: State, name: str | None = None) -> CorpusInfo:
-    services = _services(state)
+async def corpus(services: NamedDependency[Services], name: str | None = None) -> CorpusInfo:
     wanted = name if name is not None else services.pipeline.default_corpus
     st = await services.store.corpus_state(wanted)
     if st is None:
@@ -143,8 +142,9 @@ async def corpus(state: State, name: str | None = None) -> CorpusInfo:
     summary="One passage, for the evidence view",
     responses={**_errors(404), 503: _DB_DOWN},
 )
-async def passage(state: State, passage_id: FromPath[str], corpus: str | None = None) -> PassageOut:
-    services = _services(state)
+async def passage(
+    services: NamedDependency[Services], passage_id: FromPath[str], corpus: str | None = None
+) -> PassageOut:
     in_corpus = corpus if corpus is not None else services.pipeline.default_corpus
     # Postgres text can't hold NUL, so no passage id has one: answer here rather than fail in the driver.
     found = (
@@ -156,8 +156,7 @@ async def passage(state: State, passage_id: FromPath[str], corpus: str | None = 
 
 
 @get("/config", summary="What the page needs to know: profile, Turnstile site key, question length")
-async def public_config(state: State) -> PublicConfig:
-    services = _services(state)
+async def public_config(services: NamedDependency[Services]) -> PublicConfig:
     # No database read: the page can say how to ask while the database is down. Its corpora and their
     # examples come from /corpora.
     return PublicConfig(
@@ -187,8 +186,9 @@ async def _require_json(request: Request[Any, Any, Any]) -> None:
         503: _UNAVAILABLE,
     },
 )
-async def ask(request: Request[Any, Any, State], data: JSONBody[AskRequest], state: State) -> Response[AskResponse]:
-    services = _services(state)
+async def ask(
+    request: Request[Any, Any, State], data: JSONBody[AskRequest], services: NamedDependency[Services]
+) -> Response[AskResponse]:
     # Exactly the constraints the OpenAPI document declares (see declare_request_constraints).
     if len(data.question) > services.settings.server.max_question_chars:
         raise BadRequest(
