@@ -82,9 +82,11 @@ async def start(app: Litestar) -> None:
 
 
 async def measure(n: int) -> list[tuple[str, float]]:
+    from litestar.di import Provide
+
     from bench.floor_app import create_app as floor_app
-    from provenance import app as app_module
     from provenance.app import create_app
+    from provenance.http import routes
     from provenance.services import Services
     from provenance.settings import load_settings
     from provenance.store import CACHE_GET_SQL
@@ -99,7 +101,11 @@ async def measure(n: int) -> list[tuple[str, float]]:
     floor = floor_app()
     await start(floor)
     # The /ask handler alone in Litestar: the real app less our middleware and hooks.
-    bare = Litestar(route_handlers=[app_module.ask], debug=False)
+    bare = Litestar(
+        route_handlers=[routes.ask],
+        dependencies={"services": Provide(routes.provide_services, sync_to_thread=False)},
+        debug=False,
+    )
     bare.state.services = svc
 
     async def pipeline_ask() -> Any:

@@ -278,9 +278,10 @@ def render(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from provenance.errors import SettingsError
     from provenance.logs import configure_logging
     from provenance.services import build_profile, load_embedder
-    from provenance.settings import SettingsError, load_settings
+    from provenance.settings import load_settings
 
     parser = argparse.ArgumentParser(
         prog="python -m evals.negative_rejection", description=(__doc__ or "").split("\n")[0]

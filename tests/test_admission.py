@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from provenance.admission import Admission
-from provenance.errors import Overloaded
-from provenance.settings import SettingsError, load_settings
+from provenance.errors import Overloaded, SettingsError
+from provenance.settings import load_settings
 
 
 async def _hold(

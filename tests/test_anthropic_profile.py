@@ -9,14 +9,14 @@ import pytest
 
 from provenance.claims import is_meta_claim, split_claims
 from provenance.embedder import Embedder
+from provenance.errors import ModelError, ModelOutputError
 from provenance.passages import ScoredPassage
-from provenance.ports import ModelError, Usage
+from provenance.ports import Usage
 from provenance.pricing import cost_usd, max_call_cost_usd, price_for
 from provenance.profiles.anthropic import (
     AnthropicDecomposeAndVerify,
     AnthropicGenerator,
     AnthropicScreener,
-    ModelOutputError,
     build_anthropic_models,
     build_anthropic_profile,
     make_client,

@@ -14,8 +14,8 @@ import pytest_asyncio
 from provenance.cli import main
 from provenance.corpora import describe
 from provenance.embedder import Embedder
-from provenance.errors import UnknownCorpus
-from provenance.ingest import CorpusConflict, ingest
+from provenance.errors import CorpusConflict, UnknownCorpus
+from provenance.ingest import ingest
 from provenance.models import CorpusExample
 from provenance.pipeline import Pipeline
 from provenance.profiles.local import build_local_profile
@@ -133,7 +133,7 @@ async def test_the_pipeline_answers_from_the_corpus_asked_for(
     question = "How much is a half plot per year?"
 
     garden = (await pipeline.ask(question, request_id="g", use_cache=False, corpus="garden")).response
-    assert garden.corpus == "garden" and garden.corpus_version == pipeline.corpora["garden"][1]
+    assert garden.corpus == "garden" and garden.corpus_version == pipeline.corpora["garden"].version
     assert {p.source for p in garden.stages.retrieval.passages} <= {"README.md", "plots.md", "tools.md"}
     assert garden.stages.retrieval.passages
 

@@ -1,7 +1,8 @@
 import asyncpg
 import pytest
 
-from provenance.db import MigrationError, create_pool, migrate, migration_files
+from provenance.db import create_pool, migrate, migration_files
+from provenance.errors import MigrationError
 from tests.conftest import make_settings
 
 

@@ -17,7 +17,8 @@ import pytest
 import pytest_asyncio
 from litestar.testing import AsyncTestClient
 
-from provenance.app import CONTENT_SECURITY_POLICY, create_app
+from provenance.app import create_app
+from provenance.http.middleware import CONTENT_SECURITY_POLICY
 from provenance.services import Services
 from provenance.settings import Settings
 from tests.conftest import LiveServer, free_port

@@ -17,7 +17,7 @@ from provenance.passages import ScoredPassage
 from provenance.profiles.tools import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, GENERATE_SYSTEM
 from provenance.services import Services, build_services
 from provenance.settings import Settings
-from provenance.stages.untrusted import is_instruction, quarantine
+from provenance.stages.quarantine import is_instruction, quarantine
 from tests.conftest import CORPUS
 from tests.fake_anthropic import FakeAnthropic, fake_anthropic
 from tests.reliability_support import corpus_copy, drop_schema

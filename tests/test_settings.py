@@ -4,7 +4,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from provenance.settings import REPO_ROOT, VARIABLES, Settings, SettingsError, load_settings
+from provenance.errors import SettingsError
+from provenance.settings import REPO_ROOT, VARIABLES, Settings, load_settings
 
 
 def test_defaults_choose_local_profile_without_a_key() -> None:

@@ -1,6 +1,6 @@
 // Provenance page: load /config and /corpora, ask /ask, render the outcome. No framework, no build step.
 // What the page says it answers from, and its example questions, come from the served corpora.
-import { h, fmtWait } from './dom.js';
+import { h, fmtWait, capitalise } from './dom.js';
 import { renderResponse } from './render.js';
 
 const UNCOVERED = "Ask something the docs don't cover";
@@ -181,8 +181,6 @@ function errorText(res, data, retryAfter) {
   if (retryAfter !== null && retryAfter !== undefined) parts.push(`Try again in ${fmtWait(retryAfter)}.`);
   return parts.join(' ');
 }
-
-const capitalise = (s) => s.charAt(0).toUpperCase() + s.slice(1);
 
 function parseRetryAfter(value) {
   if (!value) return null;

@@ -64,3 +64,6 @@ export function fmtInt(v) {
 export function clamp01(v) {
   return Math.max(0, Math.min(1, isNum(v) ? v : 0));
 }
+
+/** The text with its first letter in upper case: a detail or message from the server, as a sentence. */
+export const capitalise = (t) => t.charAt(0).toUpperCase() + t.slice(1);

@@ -1,5 +1,5 @@
 // Turns one AskResponse into DOM: verdict, answer or the reason for refusing, evidence, pipeline.
-import { h, isNum, fmtScore, fmtMs, fmtUsd, fmtInt, fmtWait, clamp01 } from './dom.js';
+import { h, isNum, fmtScore, fmtMs, fmtUsd, fmtInt, fmtWait, clamp01, capitalise } from './dom.js';
 
 const VERDICTS = {
   answered: { title: 'Answered', sub: 'Every claim in the answer was checked against the documents.', icon: '✓' },
@@ -7,11 +7,14 @@ const VERDICTS = {
   blocked: { title: 'Blocked', sub: 'The question was stopped before the documents were searched.', icon: '×' },
 };
 
-// Pipeline order, wire key, test id suffix and label.
+// Each stage's wire key, test id suffix and label. The order is the server's: `resp.stages` lists the stages in
+// the order the pipeline runs them (models.py `Stages`); this list only names them, and orders a response
+// that carries no stages.
 const STAGES = [
   ['botCheck', 'bot-check', 'Bot check'],
-  ['rateLimit', 'rate-limit', 'Rate limit'],
   ['cache', 'cache', 'Cache'],
+  ['rateLimit', 'rate-limit', 'Rate limit'],
+  ['admission', 'admission', 'Admission'],
   ['spend', 'spend', 'Spend cap'],
   ['screening', 'screening', 'Screening'],
   ['retrieval', 'retrieval', 'Retrieval'],
@@ -22,8 +25,18 @@ const STAGES = [
   ['lexicalCheck', 'lexical-check', 'Lexical check'],
   ['groundedness', 'groundedness', 'Gate'],
 ];
+const STAGE_NAMES = new Map(STAGES.map(([key, id, label]) => [key, [id, label]]));
 
-const capitalise = (t) => t.charAt(0).toUpperCase() + t.slice(1);
+/** The stages of a response in the pipeline's order, as [key, test id, label]; a stage this page does not
+ * name yet still shows, named after its key. */
+function stagesOf(resp) {
+  const keys = Object.keys(resp.stages || {});
+  return (keys.length ? keys : STAGES.map(([key]) => key)).map((key) => {
+    if (STAGE_NAMES.has(key)) return [key, ...STAGE_NAMES.get(key)];
+    const words = key.replace(/[A-Z]/g, (c) => ` ${c.toLowerCase()}`); // lexicalCheck -> "lexical check"
+    return [key, words.replace(/ /g, '-'), capitalise(words)];
+  });
+}
 
 /** Where a passage is: its file, and for a paged source (PDF) its page or pages ("handbook.pdf, pp. 12–13"). */
 export function sourceLabel(x) {
@@ -377,16 +390,17 @@ const LIVE_ON_CACHE_HIT = new Set(['botCheck', 'rateLimit', 'cache', 'admission'
 
 function pipelinePanel(resp) {
   const stages = resp.stages || {};
-  const ran = STAGES.filter(([key]) => stages[key] && stages[key].status !== 'skipped').length;
+  const order = stagesOf(resp);
+  const ran = order.filter(([key]) => stages[key] && stages[key].status !== 'skipped').length;
   const cached = Boolean(resp.cached);
   return h('section', { class: 'card pipeline', 'data-testid': 'pipeline-panel', 'aria-labelledby': 'pipeline-title' },
     h('h3', { id: 'pipeline-title', class: 'card__title', text: 'How it was decided' }),
     h('p', { class: 'muted pipeline__sum' },
-      cached ? `Answered from the cache in ${fmtMs(resp.totalMs)}` : `${ran} of ${STAGES.length} stages ran · total ${fmtMs(resp.totalMs)}`,
+      cached ? `Answered from the cache in ${fmtMs(resp.totalMs)}` : `${ran} of ${order.length} stages ran · total ${fmtMs(resp.totalMs)}`,
       resp.corpusVersion ? ` · corpus ${resp.corpus ? `${resp.corpus} ` : ''}${resp.corpusVersion}` : '',
       resp.requestId ? [' · request ', h('code', { text: resp.requestId })] : ''),
     cached ? cachedNote(stages.cache) : null,
-    h('ol', { class: 'stages' }, STAGES.map(([key, id, label], i) => stageRow(key, id, label, i, stages[key] || { status: 'skipped' },
+    h('ol', { class: 'stages' }, order.map(([key, id, label], i) => stageRow(key, id, label, i, stages[key] || { status: 'skipped' },
       cached && !LIVE_ON_CACHE_HIT.has(key)))));
 }
 
@@ -444,6 +458,10 @@ function stageFigures(key, s) {
       if (isNum(s.retryAfterS)) add('retry after', fmtWait(s.retryAfterS));
       break;
     case 'cache': if (s.cachedAt) add('cached at', new Date(s.cachedAt).toLocaleString()); break;
+    case 'admission':
+      if (isNum(s.running)) add('pipelines running', s.running);
+      if (isNum(s.waiting)) add('waiting', s.waiting);
+      break;
     case 'spend':
       if (isFree(s)) {
         add('paid calls', 'none were made (this profile runs on this server)');

@@ -13,9 +13,9 @@ from pathlib import Path
 import asyncpg
 
 from provenance.corpora import DEFAULT_CORPUS
-from provenance.errors import ConfigurationError
+from provenance.errors import ConfigurationError, SettingsError
 from provenance.logs import configure_logging
-from provenance.settings import Settings, SettingsError, load_settings
+from provenance.settings import Settings, load_settings
 
 DESCRIPTION = """\
 Answers questions from a folder of documents, and refuses, showing the evidence, when the documents
@@ -220,7 +220,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         os.environ["DATABASE_URL"] = start_embedded(settings.pg_data_dir)
         settings = _settings()
     if args.ingest:
-        from provenance.ingest import CorpusConflict
+        from provenance.errors import CorpusConflict
 
         try:
             print(asyncio.run(_ingest(settings, settings.ingest.corpus_dir, False, DEFAULT_CORPUS)), flush=True)

@@ -32,6 +32,17 @@ class CorpusMeta(msgspec.Struct, frozen=True):
     examples: list[CorpusExample]
 
 
+class KnownCorpus(msgspec.Struct, frozen=True):
+    """What the pipeline remembers of a corpus between looks at the database."""
+
+    embedding_model: str | None
+    version: str | None
+
+
+# A corpus the pipeline has not seen: no model to check the embedder against, no version for cache keys.
+UNKNOWN_CORPUS = KnownCorpus(embedding_model=None, version=None)
+
+
 def valid_name(name: str) -> bool:
     return _NAME.match(name) is not None
 

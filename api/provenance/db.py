@@ -9,6 +9,7 @@ from typing import Any
 import asyncpg
 from pgvector.asyncpg import register_vector
 
+from provenance.errors import MigrationError
 from provenance.settings import REPO_ROOT, Settings
 
 MIGRATIONS_DIR = REPO_ROOT / "db" / "migrations"
@@ -89,10 +90,6 @@ def migration_files(directory: Path = MIGRATIONS_DIR) -> list[Path]:
     if len(set(names)) != len(names):
         raise RuntimeError(f"two migrations share a number in {directory}")
     return files
-
-
-class MigrationError(RuntimeError):
-    """The migrations on disk disagree with what this database has applied."""
 
 
 async def migrate(pool: asyncpg.Pool, directory: Path = MIGRATIONS_DIR) -> list[str]:

@@ -1,8 +1,28 @@
-"""Every error leaves the service as JSON {"error": {"code", "message"}} with the right HTTP status."""
+"""Every exception the service raises, and the JSON envelope an error leaves the service in.
+
+Exception
+├── ServiceError              an HTTP status and a stable code: {"error": {"code", "message"}}
+│   ├── BadRequest            400
+│   ├── NotFound              404
+│   ├── UnknownCorpus         404 unknown_corpus
+│   ├── ModelMismatch         409 embedding_model_mismatch
+│   ├── DatabaseUnavailable   503 database_unavailable, Retry-After
+│   └── Overloaded            503 overloaded, Retry-After
+├── ConfigurationError        the deployment is wrong; an operator must fix it (the CLI says so and exits)
+│   └── CorpusConflict        the corpus holds another folder's documents
+└── ModelError                a model call failed; the request ends `blocked` with `model_error`
+    └── ModelOutputError      the call was billed but its output was unusable
+ValueError
+└── SettingsError             a setting is missing or malformed; the message names the variable
+RuntimeError
+└── MigrationError            the migrations on disk disagree with the database's
+"""
 
 from __future__ import annotations
 
 import msgspec
+
+from provenance.ports import Usage
 
 
 class ErrorBody(msgspec.Struct, frozen=True):
@@ -54,8 +74,46 @@ class Overloaded(ServiceError):
         super().__init__(503, "overloaded", message, {"Retry-After": str(retry_after_s)})
 
 
+class ModelMismatch(ServiceError):
+    def __init__(self, stored: str, configured: str) -> None:
+        super().__init__(
+            409,
+            "embedding_model_mismatch",
+            f"the passages were embedded with {stored!r} but EMBED_MODEL is {configured!r}; "
+            "run `provenance ingest` with the new model (or set EMBED_MODEL back)",
+        )
+
+
 class ConfigurationError(Exception):
     """Raised for a state of the deployment an operator must fix (wrong embedding model, say)."""
+
+
+class CorpusConflict(ConfigurationError):
+    """The corpus holds another folder's documents; replacing them must be asked for."""
+
+
+class ModelError(Exception):
+    """A model call failed after bounded retries; the request ends `blocked` with `model_error`. `usage` is
+    what a call that was billed cost (None when nothing was billed)."""
+
+    def __init__(self, message: str, usage: Usage | None = None) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+class ModelOutputError(ModelError):
+    """The call succeeded and was billed, but its tool output was unusable; `usage` is what it cost."""
+
+    def __init__(self, message: str, usage: Usage) -> None:
+        super().__init__(message, usage)
+
+
+class SettingsError(ValueError):
+    """A configuration value is missing or malformed; the message names the variable."""
+
+
+class MigrationError(RuntimeError):
+    """The migrations on disk disagree with what this database has applied."""
 
 
 class UnreadableDocument(Exception):

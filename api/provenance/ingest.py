@@ -18,7 +18,7 @@ from provenance.corpora import DEFAULT_CORPUS, EXAMPLE_FILES, CorpusMeta, descri
 from provenance.documents.blocks import Block, Document
 from provenance.documents.read import SUFFIXES, TEXT_SUFFIXES, read_document
 from provenance.embedder import Embedder
-from provenance.errors import ConfigurationError, UnreadableDocument
+from provenance.errors import ConfigurationError, CorpusConflict, UnreadableDocument
 from provenance.progress import Progress
 from provenance.store import CorpusDescription, CorpusStore
 
@@ -26,10 +26,6 @@ from provenance.store import CorpusDescription, CorpusStore
 IGNORE_MARKER = "<!-- provenance: ignore -->"
 CHUNKER_VERSION = "1"
 REMOVED_SHOWN = 5
-
-
-class CorpusConflict(ConfigurationError):
-    """The corpus holds another folder's documents; replacing them must be asked for."""
 
 
 @dataclass

@@ -233,9 +233,11 @@ class GroundednessStage(Wire):
 
 
 class Stages(Wire):
+    """In the order the pipeline runs them (pipeline.py); the page shows them in the order they are encoded."""
+
     bot_check: BotCheckStage = msgspec.field(default_factory=BotCheckStage)
-    rate_limit: RateLimitStage = msgspec.field(default_factory=RateLimitStage)
     cache: CacheStage = msgspec.field(default_factory=CacheStage)
+    rate_limit: RateLimitStage = msgspec.field(default_factory=RateLimitStage)
     admission: AdmissionStage = msgspec.field(default_factory=AdmissionStage)
     spend: SpendStage = msgspec.field(default_factory=SpendStage)
     screening: ScreeningStage = msgspec.field(default_factory=ScreeningStage)

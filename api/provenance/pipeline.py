@@ -17,9 +17,9 @@ import msgspec
 
 from provenance import text as T
 from provenance.admission import Admission
-from provenance.corpora import default_of
+from provenance.corpora import UNKNOWN_CORPUS, KnownCorpus, default_of
 from provenance.embedder import Embedder, one_request
-from provenance.errors import UnknownCorpus
+from provenance.errors import ModelError, UnknownCorpus
 from provenance.guards.base import Guards, NoGuards, RateLimitResult
 from provenance.logs import get_logger
 from provenance.models import (
@@ -33,7 +33,7 @@ from provenance.models import (
     Status,
 )
 from provenance.passages import ScoredPassage
-from provenance.ports import ModelError, Profile, Usage, Verification
+from provenance.ports import Profile, Usage, Verification
 from provenance.reasons import explain, headline_for
 from provenance.settings import Settings
 from provenance.stages.citations import citations_from_support
@@ -42,9 +42,9 @@ from provenance.stages.entail import entail
 from provenance.stages.gate import gate
 from provenance.stages.generate import generate
 from provenance.stages.lexical import lexical_check
+from provenance.stages.quarantine import quarantine
 from provenance.stages.retrieve import RetrievalOutcome, passage_records, retrieve
 from provenance.stages.screen import screen_classifier, screen_deny_list
-from provenance.stages.untrusted import quarantine
 from provenance.store import CorpusStore
 from provenance.timing import Timer
 
@@ -81,8 +81,8 @@ class Pipeline:
         self.admission = Admission(
             settings.server.ask_concurrency, settings.server.ask_queue_max, settings.server.ask_queue_timeout_s
         )
-        # corpus name -> (embedding model, version), as of the last look at the database
-        self.corpora: dict[str, tuple[str, str]] = {}
+        # corpus name -> its embedding model and version, as of the last look at the database
+        self.corpora: dict[str, KnownCorpus] = {}
         self.corpus_check_every_s = CORPUS_CHECK_EVERY_S
         self._corpus_checked = time.monotonic()
 
@@ -115,7 +115,7 @@ class Pipeline:
         if now - self._corpus_checked < self.corpus_check_every_s:
             return
         self._corpus_checked = now
-        if await self.store.corpus_versions() != {name: v for name, (_, v) in self.corpora.items()}:
+        if await self.store.corpus_versions() != {name: c.version for name, c in self.corpora.items()}:
             await self.refresh_corpus()
 
     async def refresh_corpus(self) -> None:
@@ -123,7 +123,7 @@ class Pipeline:
         if self.profile.on_corpus is not None:
             texts = await self.store.passage_texts(CORPUS_VOCABULARY_PASSAGES)
             await asyncio.to_thread(self.profile.on_corpus, texts)
-        self.corpora = {c.name: (c.embedding_model, c.version) for c in await self.store.corpora()}
+        self.corpora = {c.name: KnownCorpus(c.embedding_model, c.version) for c in await self.store.corpora()}
 
     @property
     def default_corpus(self) -> str:
@@ -131,11 +131,11 @@ class Pipeline:
 
     @property
     def corpus_model(self) -> str | None:
-        return self.corpora.get(self.default_corpus, (None, None))[0]
+        return self.corpora.get(self.default_corpus, UNKNOWN_CORPUS).embedding_model
 
     @property
     def corpus_version(self) -> str | None:
-        return self.corpora.get(self.default_corpus, (None, None))[1]
+        return self.corpora.get(self.default_corpus, UNKNOWN_CORPUS).version
 
     async def resolve_corpus(self, name: str | None) -> str:
         """The corpus a question is for; an unknown name is the client's error (404), after one fresh look in
@@ -149,7 +149,7 @@ class Pipeline:
         return name
 
     def answer_cache_key(self, question: str, corpus: str) -> str:
-        version = self.corpora.get(corpus, (None, None))[1]
+        version = self.corpora.get(corpus, UNKNOWN_CORPUS).version
         return self.guards.cache_key(question, f"{corpus}@{version or '-'}", self.settings_fingerprint())
 
     def settings_fingerprint(self) -> str:
@@ -281,7 +281,7 @@ class Pipeline:
             except ModelError as exc:
                 log.warning("model error", error=str(exc))
                 # A call that was billed but gave unusable output (ModelOutputError) still costs its usage.
-                billed: Usage | None = getattr(exc, "usage", None)
+                billed = exc.usage
                 if billed is not None:
                     usages.append(billed)
                 outcome = run.finish("blocked", "model_error", detail=str(exc))
@@ -305,7 +305,7 @@ class Pipeline:
                 self.store,
                 s.retrieval.k,
                 s.retrieval.mode,
-                self.corpora.get(run.corpus, (None, None))[0],
+                self.corpora.get(run.corpus, UNKNOWN_CORPUS).embedding_model,
                 corpus=run.corpus,
             )
         )
@@ -452,7 +452,7 @@ class _Run:
             stages=stages,
             headline=headline_for(reason, stages),
             message=message,
-            corpus_version=self.pipeline.corpora.get(self.corpus, (None, None))[1],
+            corpus_version=self.pipeline.corpora.get(self.corpus, UNKNOWN_CORPUS).version,
             corpus=self.corpus,
         )
         return Outcome(response, http_status, headers or {})

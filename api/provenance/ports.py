@@ -17,10 +17,6 @@ class Usage(msgspec.Struct, frozen=True):
     output_tokens: int = 0
 
 
-class ModelError(Exception):
-    """A model call failed after bounded retries; the request ends `blocked` with `model_error`."""
-
-
 class ScreenVerdict(msgspec.Struct, frozen=True):
     label: Literal["ok", "injection", "off_topic"]
     score: float

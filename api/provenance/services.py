@@ -32,9 +32,7 @@ class Services:
 
     async def close(self) -> None:
         # The guards hold an HTTP client (Turnstile) that must close before the loop does.
-        aclose = getattr(self.pipeline.guards, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await self.pipeline.guards.aclose()
         if self.warmup_task is not None and not self.warmup_task.done():
             # The thread can't be interrupted; waiting keeps it from embedding into a closing process.
             await asyncio.wait([self.warmup_task], timeout=30)

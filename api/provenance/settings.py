@@ -12,17 +12,15 @@ from typing import Literal
 
 import msgspec
 
+from provenance.errors import SettingsError
+
 # The checkout (or image) root: db/, corpus/ and web/ sit beside api/, the folder this package is in.
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-Profile = Literal["local", "anthropic"]
+ProfileName = Literal["local", "anthropic"]
 RetrievalMode = Literal["vector", "hybrid"]
 # The local verifier (and generator): hand-built features over the embedder, or the trained reader and verifier.
 LocalModels = Literal["features", "trained"]
-
-
-class SettingsError(ValueError):
-    """A configuration value is missing or malformed; the message names the variable."""
 
 
 def _cores() -> int:
@@ -118,7 +116,7 @@ class AnthropicSettings(msgspec.Struct, frozen=True, kw_only=True):
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """Every setting, grouped by the part of the service that reads it."""
 
-    profile: Profile = "local"
+    profile: ProfileName = "local"
     local_models: LocalModels = "features"
     data_dir: Path = REPO_ROOT / ".data"
     server: ServerSettings = msgspec.field(default_factory=ServerSettings)

@@ -75,6 +75,9 @@ class Guards(Protocol):
 
     async def spend_settle(self, reservation: Reservation, usages: Sequence[Usage]) -> SpendStage: ...
 
+    async def aclose(self) -> None:
+        """Release what the guards hold (an HTTP client, say) before the event loop closes."""
+
 
 class NoGuards:
     """Every guard off, and every stage saying so."""
@@ -109,3 +112,6 @@ class NoGuards:
 
     async def spend_settle(self, reservation: Reservation, usages: Sequence[Usage]) -> SpendStage:
         return reservation.stage
+
+    async def aclose(self) -> None:
+        return None  # holds nothing

@@ -21,12 +21,12 @@ from anthropic import AsyncAnthropic
 from anthropic.types import Message, ToolChoiceToolParam, ToolParam, ToolUseBlock
 
 from provenance.embedder import Embedder
+from provenance.errors import ModelError, ModelOutputError
 from provenance.passages import ScoredPassage
 from provenance.ports import (
     ClaimVerdict,
     Decomposition,
     Generation,
-    ModelError,
     Profile,
     ScreenVerdict,
     Usage,
@@ -60,14 +60,6 @@ PROMPT_OVERHEAD_TOKENS = 2000
 TOKENIZER_SLACK = 1.5
 
 _T = TypeVar("_T")
-
-
-class ModelOutputError(ModelError):
-    """The call succeeded and was billed, but its tool output was unusable; `usage` is what it cost."""
-
-    def __init__(self, message: str, usage: Usage) -> None:
-        super().__init__(message)
-        self.usage = usage
 
 
 def make_client(settings: Settings) -> AsyncAnthropic:

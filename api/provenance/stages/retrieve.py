@@ -8,9 +8,10 @@ import msgspec
 
 from provenance.corpora import DEFAULT_CORPUS
 from provenance.embedder import Embedder, embed_query_async
-from provenance.errors import ServiceError
+from provenance.errors import ModelMismatch
 from provenance.models import RetrievalStage, RetrievedPassage
 from provenance.passages import ScoredPassage
+from provenance.settings import RetrievalMode
 from provenance.store import CorpusStore
 from provenance.timing import Timer
 
@@ -22,22 +23,12 @@ class RetrievalOutcome(msgspec.Struct, frozen=True):
     passages: list[ScoredPassage]
 
 
-class ModelMismatch(ServiceError):
-    def __init__(self, stored: str, configured: str) -> None:
-        super().__init__(
-            409,
-            "embedding_model_mismatch",
-            f"the passages were embedded with {stored!r} but EMBED_MODEL is {configured!r}; "
-            "run `provenance ingest` with the new model (or set EMBED_MODEL back)",
-        )
-
-
 async def retrieve(
     question: str,
     embedder: Embedder,
     store: CorpusStore,
     k: int,
-    mode: str,
+    mode: RetrievalMode,
     corpus_model: str | None,
     *,
     corpus: str = DEFAULT_CORPUS,

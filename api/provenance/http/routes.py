@@ -1,0 +1,232 @@
+"""The routes: /healthz, /corpora, /corpus, /passages, /config and /ask, and what the OpenAPI document says of
+/ask beyond its types. Each handler gets the running `Services` injected as `services` (provide_services)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from typing import Any
+
+from litestar import Request, Response, get, post
+from litestar.datastructures import State
+from litestar.di import NamedDependency
+from litestar.openapi import ResponseSpec
+from litestar.openapi.spec import OpenAPI, Schema
+from litestar.params import FromPath, JSONBody
+
+from provenance import __version__
+from provenance.corpora import default_of
+from provenance.errors import BadRequest, ErrorEnvelope, NotFound, Overloaded, ServiceError, UnknownCorpus
+from provenance.models import (
+    QUESTION_PATTERN,
+    AskRequest,
+    AskResponse,
+    Corpora,
+    CorpusExample,
+    CorpusFile,
+    CorpusInfo,
+    CorpusSummary,
+    Health,
+    PassageOut,
+    PublicConfig,
+)
+from provenance.services import Services
+from provenance.settings import Settings
+
+_ERROR = "an error, as {error: {code, message}}"
+_DB_DOWN = ResponseSpec(ErrorEnvelope, description="the database is unavailable", generate_examples=False)
+_UNAVAILABLE = ResponseSpec(
+    ErrorEnvelope,
+    description="`overloaded` (more questions than can start within ASK_QUEUE_TIMEOUT_S) or"
+    " `database_unavailable`; see Retry-After",
+    generate_examples=False,
+)
+_QUESTION = re.compile(QUESTION_PATTERN)
+
+
+def _errors(*statuses: int) -> dict[int, ResponseSpec]:
+    return {s: ResponseSpec(ErrorEnvelope, description=_ERROR, generate_examples=False) for s in statuses}
+
+
+def provide_services(state: State) -> Services:
+    """The dependency every route declares as `services`: what the lifespan built (create_app)."""
+    services: Services = state.services
+    return services
+
+
+@get(
+    "/healthz",
+    summary="Liveness and readiness: database, passage count, profile, version",
+    responses={503: ResponseSpec(Health, description="the database is down", generate_examples=False)},
+)
+async def healthz(services: NamedDependency[Services]) -> Response[Health]:
+    busy = False
+    # Twice the pool's own wait, so that a busy pool answers with its verdict (Overloaded) before this gives up.
+    limit_s = 2 * services.settings.database.timeout_s
+    try:
+        count = await asyncio.wait_for(services.store.ping(), timeout=limit_s)
+        corpus = await asyncio.wait_for(services.store.corpus_state(), timeout=limit_s)
+        db_up = True
+    except Overloaded:
+        # Every pooled connection is in use: the database is answering, this server is busy.
+        count, corpus, db_up, busy = None, None, True, True
+    except Exception:
+        count, corpus, db_up = None, None, False
+    body = Health(
+        status="ok" if db_up and not busy else "degraded",
+        database="up" if db_up else "down",
+        passages=count,
+        profile=services.settings.profile,
+        version=__version__,
+        embed_model=services.settings.embedding.model,
+        corpus_version=corpus.version if corpus else None,
+    )
+    return Response(body, status_code=200 if db_up else 503)
+
+
+def _examples(raw: list[dict[str, Any]]) -> list[CorpusExample]:
+    return [CorpusExample(question=e["question"], covered=e.get("covered", True)) for e in raw]
+
+
+@get(
+    "/corpora",
+    summary="The corpora /ask can answer from, each with its title, description and example questions",
+    responses={503: _DB_DOWN},
+)
+async def corpora(services: NamedDependency[Services]) -> Corpora:
+    found = await services.store.corpora()
+    return Corpora(
+        default=default_of([c.name for c in found]) if found else None,
+        corpora=[
+            CorpusSummary(
+                name=c.name,
+                title=c.title or c.name,
+                description=c.description,
+                examples=_examples(c.examples),
+                passage_count=c.passage_count,
+                version=c.version,
+            )
+            for c in found
+        ],
+    )
+
+
+@get(
+    "/corpus",
+    summary="One corpus in full (the default one without `name`): files, passage count, version, model",
+    responses={**_errors(404), 503: _DB_DOWN},
+)
+async def corpus(services: NamedDependency[Services], name: str | None = None) -> CorpusInfo:
+    wanted = name if name is not None else services.pipeline.default_corpus
+    st = await services.store.corpus_state(wanted)
+    if st is None:
+        if name is not None:
+            raise UnknownCorpus(name, sorted(c.name for c in await services.store.corpora()))
+        return CorpusInfo(version=None, model=None, passage_count=0, files=[])
+    return CorpusInfo(
+        version=st.version,
+        model=st.embedding_model,
+        passage_count=st.passage_count,
+        files=[CorpusFile(source=f["source"], passages=f["passages"], tokens=f["tokens"]) for f in st.files],
+        ingested_at=st.ingested_at.isoformat(),
+        name=st.name,
+        title=st.title or st.name,
+        description=st.description,
+        examples=_examples(st.examples),
+    )
+
+
+@get(
+    "/passages/{passage_id:path}",
+    summary="One passage, for the evidence view",
+    responses={**_errors(404), 503: _DB_DOWN},
+)
+async def passage(
+    services: NamedDependency[Services], passage_id: FromPath[str], corpus: str | None = None
+) -> PassageOut:
+    in_corpus = corpus if corpus is not None else services.pipeline.default_corpus
+    # Postgres text can't hold NUL, so no passage id has one: answer here rather than fail in the driver.
+    found = (
+        None if "\x00" in passage_id + in_corpus else await services.store.passage(passage_id.lstrip("/"), in_corpus)
+    )
+    if found is None:
+        raise NotFound(f"no passage with id {passage_id.lstrip('/')!r}")
+    return found
+
+
+@get("/config", summary="What the page needs to know: profile, Turnstile site key, question length")
+async def public_config(services: NamedDependency[Services]) -> PublicConfig:
+    # No database read: the page can say how to ask while the database is down. Its corpora and their
+    # examples come from /corpora.
+    return PublicConfig(
+        profile=services.settings.profile,
+        turnstile_site_key=services.settings.guards.turnstile_site_key,
+        max_question_chars=services.settings.server.max_question_chars,
+    )
+
+
+async def _require_json(request: Request[Any, Any, Any]) -> None:
+    content_type = request.headers.get("content-type", "")
+    if content_type.split(";")[0].strip().lower() != "application/json":
+        raise ServiceError(415, "unsupported_media_type", "send the question as application/json")
+
+
+@post(
+    "/ask",
+    summary="Answer a question from the documents, or refuse with the evidence shown",
+    before_request=_require_json,
+    status_code=200,
+    responses={
+        **_errors(400, 404, 408, 409, 413, 415),
+        401: ResponseSpec(
+            AskResponse, description="blocked (invalid_api_key): unknown or revoked API key", generate_examples=False
+        ),
+        429: ResponseSpec(AskResponse, description="rate limited; see Retry-After", generate_examples=False),
+        503: _UNAVAILABLE,
+    },
+)
+async def ask(
+    request: Request[Any, Any, State], data: JSONBody[AskRequest], services: NamedDependency[Services]
+) -> Response[AskResponse]:
+    # Exactly the constraints the OpenAPI document declares (see declare_request_constraints).
+    if len(data.question) > services.settings.server.max_question_chars:
+        raise BadRequest(
+            f"question is {len(data.question)} characters; the limit is {services.settings.server.max_question_chars}",
+            code="invalid_question",
+        )
+    if _QUESTION.search(data.question) is None:
+        if "\x00" in data.question:
+            raise BadRequest("question must not contain NUL characters", code="invalid_question")
+        raise BadRequest("question must not be empty", code="invalid_question")
+    question = data.question.strip()
+    request_id: str = request.scope.get("state", {}).get("request_id") or uuid.uuid4().hex
+    outcome = await services.pipeline.ask(
+        question,
+        request_id=request_id,
+        turnstile_token=data.turnstile_token,
+        peer_ip=request.client.host if request.client else None,
+        headers={k.lower(): v for k, v in request.headers.items()},
+        corpus=data.corpus,
+    )
+    return Response(outcome.response, status_code=outcome.http_status, headers=outcome.headers)
+
+
+def declare_request_constraints(openapi: OpenAPI, settings: Settings) -> None:
+    """Write into the OpenAPI document what /ask enforces beyond the types: the question's length (a
+    setting, so it can't be a static annotation), its pattern, and no fields but the declared ones.
+    Fuzzers and client generators then produce only requests the server accepts."""
+    schemas = openapi.components.schemas or {}
+    ask = schemas["AskRequest"]
+    ask.additional_properties = False
+    question = (ask.properties or {})["question"]
+    assert isinstance(question, Schema)
+    question.min_length = 1
+    question.max_length = settings.server.max_question_chars
+    question.pattern = QUESTION_PATTERN
+    question.description = (
+        f"at most {settings.server.max_question_chars} characters (MAX_QUESTION_CHARS), not only whitespace, no NUL"
+    )
+
+
+ROUTES = [healthz, corpora, corpus, passage, public_config, ask]

@@ -1,0 +1,152 @@
+"""The lexical check (stages/lexical.py): a claim's score is capped, never raised."""
+
+from __future__ import annotations
+
+import msgspec
+
+from provenance.passages import ScoredPassage
+from provenance.stages.lexical import (
+    LOW_OVERLAP_CAP,
+    OTHER_DATE_CAP,
+    PREMISE_CAP,
+    UNSUPPORTED_NUMBER_CAP,
+    WRONG_TYPE_CAP,
+    check_claim,
+    lexical_check,
+)
+from tests.stages.support import AGM, LOCKERS, PASSAGES, claim
+
+
+def test_lexical_faithful_claim_untouched() -> None:
+    c = claim("A standard locker costs $14 per month.", 0.93, [LOCKERS.id])
+    out = check_claim(c, PASSAGES)
+    assert out.capped_by is None and out.relevance_capped_by is None and out.support == 0.93
+    assert out.lexical_overlap == 1.0
+    assert msgspec.structs.replace(out, lexical_overlap=0.0) == c
+
+
+def test_lexical_number_missing_from_support_is_capped() -> None:
+    c = claim("A standard locker costs $19 per month.", 0.93, [LOCKERS.id])
+    out = check_claim(c, PASSAGES)
+    assert out.capped_by == "number_or_date_not_in_support" and out.support == UNSUPPORTED_NUMBER_CAP
+    # A support cap leaves relevance alone.
+    assert out.relevance == 1.0 and out.relevance_capped_by is None
+    # The number must be in the claim's own support, not merely somewhere among the passages.
+    elsewhere = check_claim(claim("A standard locker costs $14 per month.", 0.93, [AGM.id]), PASSAGES)
+    assert elsewhere.capped_by == "number_or_date_not_in_support"
+
+
+def test_lexical_month_missing_from_support_is_capped() -> None:
+    out = check_claim(claim("The annual general meeting is held on Saturday 20 October 2027.", 0.9, [AGM.id]), PASSAGES)
+    assert out.capped_by == "number_or_date_not_in_support" and out.support == UNSUPPORTED_NUMBER_CAP
+    ok = check_claim(claim("The annual general meeting is held on Saturday 20 November 2027.", 0.9, [AGM.id]), PASSAGES)
+    assert ok.capped_by is None and ok.support == 0.9
+
+
+def test_lexical_claim_for_another_year_than_asked_is_capped() -> None:
+    quoted = claim(
+        "The annual general meeting is held on Saturday 20 November 2027 at 2 pm in the main workshop.",
+        1.0,
+        [AGM.id],
+        relevance=0.95,
+    )
+    # Another year than asked: the claim is stated, but doesn't answer, so relevance is capped, not support.
+    other = check_claim(quoted, PASSAGES, "When is the 2028 annual general meeting?")
+    assert other.relevance_capped_by == "question_date_not_in_support" and other.relevance == OTHER_DATE_CAP
+    assert other.capped_by is None and other.support == 1.0
+    same = check_claim(quoted, PASSAGES, "When is the 2027 annual general meeting?")
+    assert same.relevance_capped_by is None and same.relevance == 0.95
+    # No year asked, no year to agree with; the question is optional for callers that have none.
+    assert check_claim(quoted, PASSAGES, "When is the annual general meeting?").relevance_capped_by is None
+    assert check_claim(quoted, PASSAGES).relevance_capped_by is None
+
+
+def test_lexical_year_may_sit_in_the_heading_and_a_century_covers_its_years() -> None:
+    titled = ScoredPassage(
+        id="agm", source="g.md", heading="AGM 2027", text="The AGM is held on 20 November.", score=0.5
+    )
+    c = claim("The AGM is held on 20 November.", 0.9, ["agm"])
+    assert check_claim(c, [titled], "When is the 2027 AGM?").relevance_capped_by is None
+    ivory = ScoredPassage(
+        id="iv", source="n.md", heading="Art", text="Salerno was a centre of ivorywork in the 12th century.", score=0.5
+    )
+    c = claim("Salerno was a centre of ivorywork in the 12th century.", 0.9, ["iv"])
+    assert check_claim(c, [ivory], "What was a centre of ivorywork in the 1100s?").relevance_capped_by is None
+    out = check_claim(c, [ivory], "What was a centre of ivorywork in the 1000s?")
+    assert out.relevance_capped_by == "question_date_not_in_support"
+
+
+def test_lexical_month_asked_against_a_claim_about_other_months() -> None:
+    days = ScoredPassage(
+        id="oh",
+        source="e.md",
+        heading="Open House",
+        text="Open house days are 6 March, 12 June and 9 October.",
+        score=0.5,
+    )
+    c = claim("Open house days are 6 March, 12 June and 9 October.", 0.9, ["oh"])
+    december = check_claim(c, [days], "When is the open house in December?")
+    assert december.relevance_capped_by == "question_date_not_in_support"
+    assert check_claim(c, [days], "Is there an open house in June?").relevance_capped_by is None
+    # A rule that names no month holds in every month.
+    fee = claim("A standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month.", 0.9, [LOCKERS.id])
+    assert check_claim(fee, PASSAGES, "How much is a locker if I join in December?").relevance_capped_by is None
+
+
+def test_lexical_dates_of_one_part_do_not_bind_a_claim_answering_the_other() -> None:
+    fee = claim("A standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month.", 0.9, [LOCKERS.id])
+    out = check_claim(fee, PASSAGES, "How much is a standard locker, and will the price change in 2028?")
+    assert out.relevance_capped_by is None and out.capped_by is None
+
+
+def test_lexical_low_overlap_is_capped() -> None:
+    c = claim("Visitors park their cars beside the canal towpath gate.", 0.88, [LOCKERS.id])
+    out = check_claim(c, PASSAGES)
+    assert out.capped_by == "low_lexical_overlap" and out.support == LOW_OVERLAP_CAP
+    assert out.lexical_overlap < 0.34
+
+
+def test_lexical_cap_never_raises_a_score() -> None:
+    out = check_claim(claim("Visitors park their cars beside the canal towpath gate.", 0.05, [], 0.1), PASSAGES)
+    assert out.support == 0.05 and out.capped_by == "low_lexical_overlap"
+    # Nor relevance: a cap on a question year the support lacks leaves a lower relevance as it was.
+    low = claim("The annual general meeting is held on Saturday 20 November 2027.", 0.9, [AGM.id], 0.1)
+    capped = check_claim(low, PASSAGES, "When is the 2028 annual general meeting?")
+    assert capped.relevance == 0.1 and capped.relevance_capped_by == "question_date_not_in_support"
+
+
+def test_lexical_stage_counts_capped() -> None:
+    claims = [
+        claim("A standard locker costs $14 per month.", 0.9, [LOCKERS.id]),
+        claim("A standard locker costs $19 per month.", 0.9, [LOCKERS.id]),
+    ]
+    outcome = lexical_check(claims, PASSAGES)
+    assert outcome.stage.capped == 1 and outcome.stage.detail == "capped 1 claim(s)"
+    assert [c.capped_by for c in outcome.claims] == [None, "number_or_date_not_in_support"]
+    clean = lexical_check(claims[:1], PASSAGES)
+    assert clean.stage.capped == 0 and clean.stage.detail is None
+
+
+def test_lexical_wrong_answer_type_caps_relevance_not_support() -> None:
+    rented = claim("Lockers are rented by the month.", 0.95, [LOCKERS.id])
+    out = check_claim(rented, PASSAGES, "How much is a locker?")
+    # No amount for "how much": stated, but not an answer.
+    assert out.relevance_capped_by == "wrong_answer_type" and out.relevance == WRONG_TYPE_CAP
+    assert out.capped_by is None and out.support == 0.95
+    # "At no extra cost" is an amount.
+    free = claim("Keyholder membership includes one standard locker at no extra cost.", 0.95, [LOCKERS.id])
+    assert check_claim(free, PASSAGES, "How much is a locker?").relevance_capped_by is None
+    # A yes/no question is answered by a rule, not a price.
+    assert check_claim(rented, PASSAGES, "Do I pay for a locker?").relevance_capped_by is None
+    assert check_claim(rented, PASSAGES, "What time is the AGM?").relevance_capped_by == "wrong_answer_type"
+
+
+def test_lexical_premise_no_passage_states_caps_relevance() -> None:
+    rented = claim("Lockers are rented by the month.", 0.95, [LOCKERS.id])
+    out = lexical_check([rented], PASSAGES, "Since lockers are free for everyone, how big is a locker?")
+    (only,) = out.claims
+    assert only.relevance_capped_by == "premise_not_in_passages" and only.relevance == PREMISE_CAP
+    assert only.support == 0.95 and only.capped_by is None
+    assert out.stage.capped == 1
+    stated = lexical_check([rented], PASSAGES, "Since lockers are rented by the month, how big is a locker?")
+    assert stated.claims[0].relevance_capped_by is None and stated.stage.capped == 0
