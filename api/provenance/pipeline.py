@@ -175,12 +175,25 @@ class Pipeline:
         """`on_candidate`, for in-process callers only, is told the generated answer (empty when the generator
         found none) before it is checked, so also the answer of a request that ends refused."""
         started = time.perf_counter()
-        stages = Stages()
         await self.notice_new_corpus()
         corpus = await self.resolve_corpus(corpus)
-        run = _Run(self, question, request_id, stages, started, corpus, on_candidate)
-        headers = headers or {}
+        run = _Run(self, question, request_id, Stages(), started, corpus, on_candidate)
+        admitted = await self._at_the_door(run, turnstile_token, peer_ip, headers or {}, use_cache)
+        if isinstance(admitted, Outcome):
+            return admitted
+        return await self._charged(run, admitted, use_cache)
 
+    async def _at_the_door(
+        self,
+        run: _Run,
+        turnstile_token: str | None,
+        peer_ip: str | None,
+        headers: Mapping[str, str],
+        use_cache: bool,
+    ) -> Outcome | _Entry:
+        """The checks a request meets before any work: the bot check, the cache and a look at the rate limit.
+        The answer when one of them settles the request, else what the rest of the run needs."""
+        stages = run.stages
         # 1. Bot check: Turnstile for browsers, an API key for other apps. Turnstile is told the client's
         # address (behind our proxies, not the proxy's), so resolve it once here.
         client_ip = self.guards.client_ip(peer_ip, headers)
@@ -195,22 +208,11 @@ class Pipeline:
 
         # 2. Cache, before the rate limit: a cached answer is one indexed read and no model call, so it is
         # not counted against the hourly limit, and a client that has used its quota up still gets it.
-        cache_key = self.answer_cache_key(question, corpus)
+        cache_key = self.answer_cache_key(run.question, run.corpus)
         if use_cache:
-            hit = await self.guards.cache_get(cache_key)
-            stages.cache = hit.stage
-            if hit.response is not None:
-                cached = msgspec.structs.replace(
-                    hit.response,
-                    request_id=request_id,
-                    cached=True,
-                    total_ms=round((time.perf_counter() - started) * 1000, 2),
-                )
-                cached.stages.cache = hit.stage
-                cached.stages.bot_check = stages.bot_check
-                cached.stages.rate_limit = RateLimitStage(detail=NOT_COUNTED)
-                cached.stages.admission = AdmissionStage(detail="not needed: served from the cache")
-                return Outcome(cached)
+            cached = await self._cached(run, cache_key)
+            if cached is not None:
+                return cached
         else:
             stages.cache.detail = "cache bypassed for this run"
 
@@ -222,12 +224,31 @@ class Pipeline:
         stages.rate_limit = look.stage
         if look.stage.status == "blocked":
             return _rate_limited(run)
+        return _Entry(cache_key=cache_key, client_key=client_key)
 
-        # The quota pays for work done: when the answer fails on our side (database, model, budget), the
-        # request is given back.
+    async def _cached(self, run: _Run, cache_key: str) -> Outcome | None:
+        hit = await self.guards.cache_get(cache_key)
+        run.stages.cache = hit.stage
+        if hit.response is None:
+            return None
+        cached = msgspec.structs.replace(
+            hit.response,
+            request_id=run.request_id,
+            cached=True,
+            total_ms=round((time.perf_counter() - run.started) * 1000, 2),
+        )
+        cached.stages.cache = hit.stage
+        cached.stages.bot_check = run.stages.bot_check
+        cached.stages.rate_limit = RateLimitStage(detail=NOT_COUNTED)
+        cached.stages.admission = AdmissionStage(detail="not needed: served from the cache")
+        return Outcome(cached)
+
+    async def _charged(self, run: _Run, entry: _Entry, use_cache: bool) -> Outcome:
+        """The rest of the run, paid for from the client's hourly quota: when the answer fails on our side
+        (database, model, budget), the request is given back."""
         counted: list[RateLimitResult] = []
         try:
-            outcome = await self._admitted(run, cache_key, use_cache, client_key, counted)
+            outcome = await self._admitted(run, entry.cache_key, use_cache, entry.client_key, counted)
         except Exception:
             for charge in counted:
                 await self.guards.rate_limit_refund(charge)
@@ -292,12 +313,29 @@ class Pipeline:
         return outcome
 
     async def _answer(self, run: _Run, usages: list[Usage]) -> Outcome:
-        s, stages, question = self.settings, run.stages, run.question
+        read = await self._screen_and_retrieve(run, usages)
+        if isinstance(read, Outcome):
+            return read
+        # 8. Generation from the retrieved passages only, as the quarantine left them.
+        generated = await generate(run.question, self.profile.generator, read)
+        usages.append(generated.generation.usage)
+        run.stages.generation = generated.stage
+        answer = generated.generation.answer
+        if run.on_candidate is not None:
+            run.on_candidate(answer)
+        if not answer:
+            for name in ("decomposition", "entailment", "lexical_check", "groundedness"):
+                getattr(run.stages, name).detail = "skipped: the generator gave no answer"
+            return run.finish("refused", "no_answer")
+        return await self._verify(run, answer, read, usages)
 
-        # 7. Screening by the classifier (the deny-list ran before admission), with retrieval and then the
-        # quarantine of what the passages say to the model. A screener that reads the passages (the local
-        # one weighs the question against what the quarantine left) waits for them; any other (a model
-        # call) runs alongside embedding and retrieval.
+    async def _screen_and_retrieve(self, run: _Run, usages: list[Usage]) -> Outcome | list[ScoredPassage]:
+        """7. Screening by the classifier (the deny-list ran before admission), with retrieval and then the
+        quarantine of what the passages say to the model: the passages every later stage reads, or the
+        answer when screening blocked the question. A screener that reads the passages (the local one weighs
+        the question against what the quarantine left) waits for them; any other (a model call) runs
+        alongside embedding and retrieval."""
+        s, stages, question = self.settings, run.stages, run.question
         retrieval_task = asyncio.create_task(
             retrieve(
                 question,
@@ -332,21 +370,12 @@ class Pipeline:
         stages.quarantine = held.stage
         if screened.blocked:
             return run.finish("blocked", screened.stage.reason or "injection")
+        return held.passages
 
-        # 8. Generation from the retrieved passages only, as the quarantine left them.
-        passages = held.passages
-        generated = await generate(question, self.profile.generator, passages)
-        usages.append(generated.generation.usage)
-        stages.generation = generated.stage
-        answer = generated.generation.answer
-        if run.on_candidate is not None:
-            run.on_candidate(answer)
-        if not answer:
-            for name in ("decomposition", "entailment", "lexical_check", "groundedness"):
-                getattr(stages, name).detail = "skipped: the generator gave no answer"
-            return run.finish("refused", "no_answer")
-
-        # 9-12. Claims, entailment, the lexical sanity check, the gate.
+    async def _verify(self, run: _Run, answer: str, passages: Sequence[ScoredPassage], usages: list[Usage]) -> Outcome:
+        """9-12. Claims, entailment, the lexical sanity check and the gate; the answer with citations derived
+        from the verified support, or the refusal with the answer withheld."""
+        stages, question = run.stages, run.question
         combined = self.profile.decompose_and_verify
         model_verdicts: tuple[str, Verification] | None = None
         if combined is not None:
@@ -367,7 +396,7 @@ class Pipeline:
         stages.entailment = entailed.stage
         checked = lexical_check(entailed.claims, passages, question)
         stages.lexical_check = checked.stage
-        verdict = gate(checked.claims, s.gate)
+        verdict = gate(checked.claims, self.settings.gate)
         stages.groundedness = verdict
         if verdict.decision != "pass":
             log.debug("refused answer", answer=answer, score=verdict.score)
@@ -375,9 +404,15 @@ class Pipeline:
                 verdict, claims=[withhold_unquoted(c, passages) for c in verdict.claims]
             )
             return run.finish("refused", "not_an_answer" if verdict.failed == "relevance" else "not_grounded")
-
-        citations = citations_from_support(checked.claims, passages, s.gate.min_claim)
+        citations = citations_from_support(checked.claims, passages, self.settings.gate.min_claim)
         return run.finish("answered", None, answer=answer, citations=citations)
+
+
+class _Entry(msgspec.Struct, frozen=True):
+    """What a request that passed the checks at the door carries into the rest of the run."""
+
+    cache_key: str
+    client_key: str
 
 
 def _rate_limited(run: _Run) -> Outcome:

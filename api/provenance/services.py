@@ -16,6 +16,7 @@ from provenance.ports import Profile
 from provenance.profiles.local import build_local_profile
 from provenance.settings import Settings
 from provenance.store import GuardStore, Store
+from provenance.verifiers import build_verifier
 
 WARMUP_PASSAGES = 2_000
 
@@ -49,11 +50,14 @@ def load_embedder(settings: Settings) -> Embedder:
 
 
 def build_profile(settings: Settings, embedder: Embedder) -> Profile:
+    """The profile the settings name, with the local verifier `LOCAL_MODELS` names: chosen here, once, for
+    every profile."""
+    local = build_verifier(settings.local_models, embedder)
     if settings.profile == "anthropic":
         from provenance.profiles.anthropic import build_anthropic_profile
 
-        return build_anthropic_profile(settings, embedder)
-    return build_local_profile(embedder, settings.local_models, settings.gate.threshold)
+        return build_anthropic_profile(settings, embedder, local=local)
+    return build_local_profile(embedder, settings.local_models, settings.gate.threshold, local=local)
 
 
 def build_guards(settings: Settings, store: GuardStore) -> Guards:

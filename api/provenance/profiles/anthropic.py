@@ -50,7 +50,7 @@ from provenance.profiles.tools import (
     screen_user,
 )
 from provenance.settings import Settings
-from provenance.verifiers import build_verifier
+from provenance.verifiers import LocalVerifier, build_verifier
 
 VERIFIER_NAME = "anthropic-entailment"
 
@@ -292,12 +292,18 @@ def build_anthropic_models(settings: Settings, client: AsyncAnthropic | None = N
     )
 
 
-def build_anthropic_profile(settings: Settings, embedder: Embedder, client: AsyncAnthropic | None = None) -> Profile:
+def build_anthropic_profile(
+    settings: Settings,
+    embedder: Embedder,
+    client: AsyncAnthropic | None = None,
+    *,
+    local: LocalVerifier | None = None,
+) -> Profile:
     """The paid profile: Claude screens, answers, and gives the claims with its own verdicts in one call. The
     local verifier judges every claim's support too, and a claim is supported only as far as both agree;
     whether it answers the question is the model's verdict, under the local vetoes."""
     models = build_anthropic_models(settings, client)
-    local = build_verifier(settings.local_models, embedder)
+    local = local or build_verifier(settings.local_models, embedder)
     return Profile(
         name="anthropic",
         screener=models.screener,

@@ -21,7 +21,7 @@ from provenance.ports import Decomposition, Generation, Generator, Profile, Scre
 from provenance.profiles.local_trained import build_reader_generator
 from provenance.reasons import left_out_note
 from provenance.settings import LocalModels
-from provenance.verifiers import build_verifier
+from provenance.verifiers import LocalVerifier, build_verifier
 from provenance.verifiers.rules import answer_type_match, expected_answer_type
 from provenance.verifiers.vectors import SentenceEmbeddings
 
@@ -186,8 +186,15 @@ class SentenceDecomposer:
         return Decomposition(claims=claims, usage=Usage(model=self.name))
 
 
-def build_local_profile(embedder: Embedder, models: LocalModels = "features", gate_threshold: float = 0.70) -> Profile:
-    local = build_verifier(models, embedder)
+def build_local_profile(
+    embedder: Embedder,
+    models: LocalModels = "features",
+    gate_threshold: float = 0.70,
+    *,
+    local: LocalVerifier | None = None,
+) -> Profile:
+    """`local`, the verifier `models` names, when the caller (services.build_profile) has built it."""
+    local = local or build_verifier(models, embedder)
     generator: Generator
     if models == "trained":
         generator = build_reader_generator()
