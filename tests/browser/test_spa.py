@@ -385,8 +385,8 @@ async def test_the_panel_speaks_in_words(page: Page, live_server: LiveServer) ->
     # A claim's figures as words, not "lexical overlap 1.00 · local 0.97".
     # The local answer quotes its passage, so support and "does it answer the question" are shown apart.
     figures = page.get_by_test_id("claim-figures").first
-    await expect(figures).to_contain_text("support: quoted word for word from the passage")
-    await expect(figures).to_contain_text(re.compile(r"answers your question: \d\.\d\d by the checker on this server"))
+    await expect(page.get_by_test_id("claim-support").first).to_contain_text("quoted word for word from the documents")
+    await expect(figures).to_contain_text(re.compile(r"answers the question, by the checker on this server: \d\.\d\d"))
     await expect(page.get_by_test_id("claim").first).not_to_contain_text("lexical overlap")
 
     # A mouse can hover: the legend says so, and not "tap".
@@ -458,9 +458,9 @@ async def test_a_cached_answer_says_its_timings_are_from_the_original_run(
 
 
 async def test_a_true_sentence_that_does_not_answer_is_not_painted_red(page: Page, live_server: LiveServer) -> None:
-    """A refused claim quoted from a passage is "in the documents, but not an answer to your question", with
-    its support and its relevance apart; an unquoted refused claim stays "below the floor". The server's
-    real refusal, with its claims set to each case, is what the page renders."""
+    """A refused claim quoted from a passage shows its two judgments apart: quoted word for word from the
+    documents, and doesn't answer your question, never red; an unquoted claim the documents don't state is
+    red. The server's real refusal, with its claims set to each case, is what the page renders."""
     await page.goto(live_server.url)
     real = await page.evaluate(
         "q => fetch('/ask', {method: 'POST', headers: {'content-type': 'application/json'},"
@@ -468,11 +468,21 @@ async def test_a_true_sentence_that_does_not_answer_is_not_painted_red(page: Pag
         UNCOVERED,
     )
     sentence = "Lockers are rented by the calendar month at the front desk."
-    claim = {"text": sentence, "score": 0.03, "supportingPassageIds": [], "lexicalOverlap": 1.0, "localScore": 0.03}
+    quoted_claim = {
+        "text": sentence,
+        "support": 1.0,
+        "relevance": 0.03,
+        "supportingPassageIds": [],
+        "lexicalOverlap": 1.0,
+        "localSupport": 1.0,
+        "localRelevance": 0.03,
+        "quoted": True,
+    }
+    unquoted_claim = {**quoted_claim, "support": 0.03, "localSupport": 0.03, "relevance": 0.9, "quoted": False}
     real["status"], real["reason"], real["answer"], real["citations"] = "refused", "not_grounded", None, []
     real["headline"] = REASONS["not_grounded"].headline
     real["stages"]["groundedness"].update(
-        status="ok", decision="fail", score=0.03, minClaim=0.03, claims=[{**claim, "quoted": True}, claim]
+        status="ok", decision="fail", score=0.515, minClaim=0.03, relevance=0.9, claims=[quoted_claim, unquoted_claim]
     )
 
     async def fulfil(route: Route) -> None:
@@ -482,12 +492,12 @@ async def test_a_true_sentence_that_does_not_answer_is_not_painted_red(page: Pag
     await ask(page, UNCOVERED)
     await expect(page.get_by_test_id("verdict")).to_have_attribute("data-status", "refused")
     quoted, unquoted = page.get_by_test_id("claim").nth(0), page.get_by_test_id("claim").nth(1)
-    await expect(quoted).to_contain_text("in the documents, but not an answer to your question")
-    await expect(quoted).to_contain_text("support: quoted word for word from the passage")
-    await expect(quoted).to_contain_text("answers your question: 0.03")
+    await expect(quoted.get_by_test_id("claim-support")).to_contain_text("quoted word for word from the documents")
+    await expect(quoted.get_by_test_id("claim-relevance")).to_contain_text("0.03 doesn't answer your question")
     assert "claim--bad" not in (await quoted.get_attribute("class") or "")
-    await expect(quoted.locator(".bar")).not_to_have_class(re.compile("bar--bad"))
-    await expect(unquoted).to_contain_text("below the floor")
+    await expect(quoted.locator(".bar.bar--bad")).to_have_count(0)
+    await expect(unquoted.get_by_test_id("claim-support")).to_contain_text("the documents don't say this")
+    await expect(unquoted.get_by_test_id("claim-relevance")).to_contain_text("answers your question")
     assert "claim--bad" in (await unquoted.get_attribute("class") or "")
 
 
