@@ -32,7 +32,7 @@ from provenance.evals import (
     Case,
     CaseResult,
     _pct,
-    _shown,
+    display_path,
     ingested_pipeline,
     load_cases,
     rescore,
@@ -224,7 +224,8 @@ def render(
     lines = [
         f"# Negative rejection: {suite.name}",
         "",
-        f"Suite `{_shown(suite)}`{f', first {limit} answerable cases' if limit else ''}. Each answerable case is asked "
+        f"Suite `{display_path(suite)}`{f', first {limit} answerable cases' if limit else ''}. "
+        "Each answerable case is asked "
         "again over the corpus without every `##` section that contains one of its `mustIncludeAny` strings "
         "(case-insensitive), and must be refused. "
         f"Profile `{profile}`, k = {settings.retrieval.k}, retrieval `{settings.retrieval.mode}`, gate mean ≥ "

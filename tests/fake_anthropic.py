@@ -322,7 +322,7 @@ def _message_body(request: RecordedRequest, reply: Reply) -> bytes:
 # --- the default responder: grounded, plausible answers for the profile's tools ------------------
 
 # Attribute values may contain ">" (headings are "Chapter > Section"), so the tag ends at its line's end.
-_PASSAGE = re.compile(r'<passage n="\d+" id="([^"]*)"[^\n]*>\n(.*?)\n</passage>', re.DOTALL)
+PASSAGE_TAG = re.compile(r'<passage n="\d+" id="([^"]*)"[^\n]*>\n(.*?)\n</passage>', re.DOTALL)
 _ANSWER = re.compile(r"<answer>\n(.*?)\n</answer>", re.DOTALL)
 
 
@@ -341,7 +341,7 @@ def _sentences(text: str) -> list[str]:
 def default_responder(request: RecordedRequest) -> Reply:
     """Answers as a well-behaved model would on easy inputs: quotes the first passage, supports it."""
     user = request.user_text
-    passages = _PASSAGE.findall(user)
+    passages = PASSAGE_TAG.findall(user)
     tool = request.tool_name
     if tool == SCREEN_TOOL:
         injected = re.search(r"ignore (all |any )?(previous|prior) instructions|system prompt", user, re.I)

@@ -1,0 +1,730 @@
+"""The hosted path measured end to end with scripted model outputs (issue 23, item 3).
+
+    .venv/bin/python -m evals.hosted [--out evals/hosted.md] [--json FILE] [--limit N] [--ids ID,ID]
+
+The `anthropic` profile runs through the real `anthropic` SDK against the fake Messages API of
+`tests/fake_anthropic.py` on loopback, over `corpus/` ingested into a throwaway schema by the same in-process
+pipeline `provenance evals` uses (cache off, no guards). What the "model" says comes from
+`evals/hosted-scripts.jsonl`, written by hand for every answerable case of `evals/cases.jsonl` and
+`evals/paraphrase.jsonl` and committed before any tuning; it is read as written and never edited.
+
+Each case is asked four times:
+
+- (a) faithful: the right facts, reworded as a model would write them;
+- (b) fabricated: one fact wrong, which the model calls supported;
+- (c1) off the question, honest verdict: a true sentence that doesn't answer, relevance 0.05;
+- (c2) off the question, wrong verdict: the same sentence, called relevant (0.95).
+
+The fake screens every question "ok"; generates the scripted answer, citing the scripted passages that are in
+its prompt (else the prompt's passages from the same file, else none); and returns the scripted claims with
+supported_probability 0.95, those passage ids, and relevance_probability 0.95 (0.05 in c1). The report gives,
+per kind and per suite, how many were answered, refused (by the judgment that failed) and blocked, and every
+case that missed its kind's target with the figures that decided it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, TextIO
+
+import msgspec
+
+from provenance import text as T
+from provenance.embedder import Embedder
+from provenance.evals import Case, display_path, ingested_pipeline, load_cases, load_jsonl
+from provenance.models import AskResponse
+from provenance.pipeline import WITHHELD
+from provenance.ports import Profile
+from provenance.profiles.tools import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
+from provenance.progress import Progress
+from provenance.settings import REPO_ROOT, Settings
+from tests.fake_anthropic import PASSAGE_TAG, FakeAnthropic, RecordedRequest, Reply, default_responder
+
+SCRIPTS = REPO_ROOT / "evals" / "hosted-scripts.jsonl"
+CASE_FILES = {"cases": REPO_ROOT / "evals" / "cases.jsonl", "paraphrase": REPO_ROOT / "evals" / "paraphrase.jsonl"}
+DEFAULT_OUT = REPO_ROOT / "evals" / "hosted.md"
+SUPPORTED = 0.95
+RELEVANT = 0.95
+NOT_RELEVANT = 0.05
+# Generous: the fake answers at once, but the local verifier shares two busy cores with it.
+MODEL_TIMEOUT_S = 60.0
+
+Kind = Literal["faithful", "fabricated", "off_honest", "off_wrong"]
+KINDS: tuple[Kind, ...] = ("faithful", "fabricated", "off_honest", "off_wrong")
+LABEL: dict[Kind, str] = {
+    "faithful": "(a) faithful",
+    "fabricated": "(b) fabricated",
+    "off_honest": "(c1) off the question, honest verdict",
+    "off_wrong": "(c2) off the question, verdict wrongly relevant",
+}
+SUITES = ("cases", "paraphrase")
+
+
+# --- the scripts --------------------------------------------------------------------------------
+
+
+class Script(msgspec.Struct, frozen=True):
+    answer: str
+    claims: list[str]
+    passages: list[str]
+    kind: str | None = None  # fabricated only: what sort of wrong fact
+    changed: str | None = None  # fabricated only: what is wrong, in words
+
+
+class ScriptRow(msgspec.Struct, frozen=True):
+    id: str
+    suite: Literal["cases", "paraphrase"]
+    faithful: Script
+    fabricated: Script
+    offQuestion: Script
+
+    def script(self, kind: Kind) -> Script:
+        if kind == "faithful":
+            return self.faithful
+        if kind == "fabricated":
+            return self.fabricated
+        return self.offQuestion
+
+
+def load_scripts(path: Path) -> list[ScriptRow]:
+    return load_jsonl(path, ScriptRow)
+
+
+def load_questions() -> dict[str, Case]:
+    return {case.id: case for path in CASE_FILES.values() for case in load_cases(path)}
+
+
+# --- the scripted model -------------------------------------------------------------------------
+
+
+@dataclass
+class Turn:
+    """One ask: what the fake was told to say, and what it saw and said."""
+
+    script: Script
+    relevance: float
+    tools: list[str] = field(default_factory=list)
+    generation_ids: list[str] = field(default_factory=list)  # passages in the generation prompt
+    cited: list[str] = field(default_factory=list)  # used_passage_ids the generator gave
+    claims_passages: dict[str, str] = field(default_factory=dict)  # id -> text, in the claims prompt
+    claims_cited: list[str] = field(default_factory=list)  # supporting_passage_ids the claims call gave
+
+
+def cite(scripted: Sequence[str], in_prompt: Sequence[str]) -> list[str]:
+    """The scripted passages that are in the prompt; failing those, the prompt's passages from the same
+    files; failing those, none."""
+    exact = [pid for pid in scripted if pid in in_prompt]
+    if exact:
+        return exact
+    files = {pid.split("#", 1)[0] for pid in scripted}
+    return [pid for pid in in_prompt if pid.split("#", 1)[0] in files]
+
+
+class ScriptedModel:
+    """The fake's responder: answers the current turn's script. Asks run one at a time, so one turn is live."""
+
+    def __init__(self) -> None:
+        self.turn: Turn | None = None
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        turn = self.turn
+        tool = request.tool_name
+        if turn is None:
+            return default_responder(request)
+        turn.tools.append(tool or "?")
+        if tool == SCREEN_TOOL:
+            return Reply(tool_input={"label": "ok", "confidence": 0.9})
+        passages: list[tuple[str, str]] = PASSAGE_TAG.findall(request.user_text)
+        ids = [pid for pid, _ in passages]
+        if tool == ANSWER_TOOL:
+            turn.generation_ids = ids
+            turn.cited = cite(turn.script.passages, ids)
+            return Reply(tool_input={"answer": turn.script.answer, "used_passage_ids": turn.cited})
+        if tool == CHECKED_CLAIMS_TOOL:
+            turn.claims_passages = dict(passages)
+            turn.claims_cited = cite(turn.script.passages, ids)
+            claims = [
+                {
+                    "claim": claim,
+                    "supported_probability": SUPPORTED,
+                    "supporting_passage_ids": turn.claims_cited,
+                    "relevance_probability": turn.relevance,
+                }
+                for claim in turn.script.claims
+            ]
+            return Reply(tool_input={"claims": claims})
+        return default_responder(request)
+
+
+# --- what the question names that the support lacks --------------------------------------------
+
+_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})(?:['’]?s)?(?![\w'’])")
+
+
+def years(text: str) -> set[str]:
+    return {m.group(1) for m in _YEAR.finditer(text)}
+
+
+def question_facts_missing(question: str, claim: str, support: str) -> list[str]:
+    """The years, months and numbers the question names that neither the claim nor its support passages do."""
+    have = f"{support} {claim}"
+    missing = (years(question) - years(have)) | (T.months(question) - T.months(have))
+    missing |= T.bare_numbers(question) - T.bare_numbers(have)
+    return sorted(missing)
+
+
+# --- records ------------------------------------------------------------------------------------
+
+
+class ClaimRecord(msgspec.Struct, rename="camel", omit_defaults=True):
+    text: str
+    support: float
+    relevance: float
+    local_support: float
+    supporting_passage_ids: list[str]
+    local_relevance: float | None = None
+    model_support: float | None = None
+    model_relevance: float | None = None
+    capped_by: str | None = None
+    relevance_capped_by: str | None = None
+    quoted: bool = False
+    # The response withholds a refused answer's own words; the text shown is then the scripted claim it stands for.
+    withheld: bool = False
+
+
+class Record(msgspec.Struct, rename="camel"):
+    id: str
+    suite: str
+    kind: Kind
+    question: str
+    status: str  # answered / refused / blocked, or "error" when the ask raised
+    reason: str | None = None
+    failed: str | None = None  # the gate's failed judgment: support / relevance
+    detail: str | None = None
+    answer: str | None = None
+    scripted_answer: str = ""
+    scripted_claims: list[str] = msgspec.field(default_factory=list)
+    scripted_passages: list[str] = msgspec.field(default_factory=list)
+    retrieved: list[str] = msgspec.field(default_factory=list)  # scripted passages that were in the prompt
+    cited: list[str] = msgspec.field(default_factory=list)
+    claims: list[ClaimRecord] = msgspec.field(default_factory=list)
+    dropped_claims: list[str] = msgspec.field(default_factory=list)
+    model_calls: list[str] = msgspec.field(default_factory=list)
+    # Off-question kinds: what the question names that the scripted claim's support lacks (the veto's test).
+    question_facts_missing: list[str] = msgspec.field(default_factory=list)
+    fabrication: str | None = None  # fabricated: kind and what changed
+    error: str | None = None
+    ms: float = 0.0
+
+    @property
+    def answered(self) -> bool:
+        return self.status == "answered"
+
+
+def record_of(row: ScriptRow, kind: Kind, question: str, turn: Turn, response: AskResponse | None) -> Record:
+    script = turn.script
+    missing: list[str] = []
+    if kind in ("off_honest", "off_wrong"):
+        support = " ".join(turn.claims_passages.get(pid, "") for pid in turn.claims_cited)
+        per_claim = [question_facts_missing(question, claim, support) for claim in script.claims]
+        # Like the gate's relevance rule, the answer escapes the veto when any one claim would.
+        if per_claim and all(per_claim):
+            missing = sorted({m for found in per_claim for m in found})
+    rec = Record(
+        id=row.id,
+        suite=row.suite,
+        kind=kind,
+        question=question,
+        status="error",
+        scripted_answer=script.answer,
+        scripted_claims=script.claims,
+        scripted_passages=script.passages,
+        retrieved=[pid for pid in script.passages if pid in turn.generation_ids],
+        cited=turn.cited,
+        model_calls=turn.tools,
+        question_facts_missing=missing,
+        fabrication=f"{script.kind}: {script.changed}" if kind == "fabricated" else None,
+    )
+    if response is None:
+        return rec
+    g = response.stages.groundedness
+    rec.status = response.status
+    rec.reason = response.reason
+    rec.failed = g.failed
+    rec.detail = g.detail or (response.headline if response.status != "answered" else None)
+    rec.answer = response.answer
+    rec.ms = response.total_ms
+    rec.dropped_claims = list(response.stages.decomposition.dropped)
+    # A refused answer's claims come back withheld, in the order of the scripted claims the decomposition kept.
+    kept = [c for c in script.claims if c not in rec.dropped_claims]
+    by_order = kept if len(kept) == len(g.claims) else [c.text for c in g.claims]
+    rec.claims = [
+        ClaimRecord(
+            text=scripted if c.text == WITHHELD else c.text,
+            withheld=c.text == WITHHELD,
+            support=c.support,
+            relevance=c.relevance,
+            local_support=c.local_support,
+            supporting_passage_ids=list(c.supporting_passage_ids),
+            local_relevance=c.local_relevance,
+            model_support=c.model_support,
+            model_relevance=c.model_relevance,
+            capped_by=c.capped_by,
+            relevance_capped_by=c.relevance_capped_by,
+            quoted=c.quoted,
+        )
+        for c, scripted in zip(g.claims, by_order, strict=True)
+    ]
+    return rec
+
+
+# --- running ------------------------------------------------------------------------------------
+
+
+class Ticker:
+    """Progress on stderr: the bar on a terminal, else a plain line every few cases."""
+
+    def __init__(self, total: int, label: str, stream: TextIO = sys.stderr) -> None:
+        self.bar = Progress(total, label, stream)
+        self.total, self.label, self.stream = total, label, stream
+        self.every = max(1, total // 20)
+        self.started = time.monotonic()
+
+    def advance(self, errors: int) -> None:
+        self.bar.advance()
+        done = self.bar.done
+        if not self.bar.enabled and (done % self.every == 0 or done == self.total):
+            elapsed = time.monotonic() - self.started
+            note = f", {errors} error(s)" if errors else ""
+            print(f"{self.label}: {done}/{self.total} asks, {elapsed:.0f} s{note}", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+async def run_all(
+    settings: Settings,
+    corpus: Path,
+    rows: Sequence[ScriptRow],
+    questions: dict[str, Case],
+    embedder: Embedder,
+    profile: Profile,
+    model: ScriptedModel,
+) -> list[Record]:
+    records: list[Record] = []
+    ticker = Ticker(len(rows) * len(KINDS), "hosted")
+    try:
+        async with ingested_pipeline(settings, corpus, embedder, profile) as pipeline:
+            for row in rows:
+                question = questions[row.id].question
+                for kind in KINDS:
+                    turn = Turn(row.script(kind), NOT_RELEVANT if kind == "off_honest" else RELEVANT)
+                    model.turn = turn
+                    try:
+                        outcome = await pipeline.ask(question, request_id=f"hosted-{row.id}-{kind}", use_cache=False)
+                        rec = record_of(row, kind, question, turn, outcome.response)
+                    except Exception as exc:
+                        rec = record_of(row, kind, question, turn, None)
+                        rec.error = "".join(traceback.format_exception_only(exc)).strip()
+                        print(f"\n{row.id} {kind}: {rec.error}", file=sys.stderr, flush=True)
+                    finally:
+                        model.turn = None
+                    records.append(rec)
+                    ticker.advance(sum(r.status == "error" for r in records))
+    finally:
+        ticker.close()
+    return records
+
+
+# --- report -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tally:
+    n: int
+    answered: int
+    support: int
+    relevance: int
+    other: int
+    blocked: int
+    errors: int
+
+    @classmethod
+    def of(cls, records: Iterable[Record]) -> Tally:
+        rs = list(records)
+        refused = [r for r in rs if r.status == "refused"]
+        return cls(
+            n=len(rs),
+            answered=sum(r.answered for r in rs),
+            support=sum(r.failed == "support" for r in refused),
+            relevance=sum(r.failed == "relevance" for r in refused),
+            other=sum(r.failed not in ("support", "relevance") for r in refused),
+            blocked=sum(r.status == "blocked" for r in rs),
+            errors=sum(r.status == "error" for r in rs),
+        )
+
+    @property
+    def refused(self) -> int:
+        return self.support + self.relevance + self.other
+
+
+def _pct(num: int, den: int) -> str:
+    return "n/a" if den == 0 else f"{100 * num / den:.1f}%"
+
+
+def target(kind: Kind, t: Tally) -> tuple[str, str]:
+    """The kind's target in words, and whether this run met it."""
+    if t.n == 0:
+        return "", "n/a"
+    if kind == "faithful":
+        return "≥ 95% answered", "met" if t.answered >= 0.95 * t.n else "**missed**"
+    if kind == "fabricated":
+        return "≤ 1% answered", "met" if t.answered <= 0.01 * t.n else "**missed**"
+    if kind == "off_honest":
+        return "none answered", "met" if t.answered == 0 else "**missed**"
+    return "reported; the veto cases must all be caught", "see below"
+
+
+def tally_row(name: str, t: Tally, extra: Sequence[str] = ()) -> str:
+    cells = [
+        name,
+        str(t.n),
+        f"{t.answered} ({_pct(t.answered, t.n)})",
+        str(t.refused),
+        str(t.support),
+        str(t.relevance),
+        str(t.other),
+        str(t.blocked),
+        str(t.errors),
+        *extra,
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+_TALLY_HEAD = "| {first} | N | answered | refused | … support | … relevance | … other | blocked | errors |"
+_TALLY_RULE = "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+
+
+def _f(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2f}"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def describe(r: Record) -> list[str]:
+    """One case, for the failing lists: why it went the way it did."""
+    if r.status == "error":
+        got = f"error: `{_md(r.error or '')}`"
+    elif r.status == "refused":
+        got = f"refused ({r.failed or r.reason or 'other'})"
+    else:
+        got = r.status + (f" ({r.reason})" if r.reason else "")
+    lines = [f"- **{r.id}** ({r.suite}) {got}: “{_md(r.question)}”"]
+    if r.detail:
+        lines.append(f"  - gate: {_md(r.detail)}")
+    if r.fabrication:
+        lines.append(f"  - fabricated ({_md(r.fabrication)})")
+    lines.append(f"  - scripted answer: “{_md(r.scripted_answer)}”")
+    missing = [pid for pid in r.scripted_passages if pid not in r.retrieved]
+    where = f"scripted passage(s) {', '.join(f'`{p}`' for p in r.scripted_passages)}"
+    if missing:
+        where += f"; **not retrieved**: {', '.join(f'`{p}`' for p in missing)}"
+    where += f"; cited {', '.join(f'`{p}`' for p in r.cited) or 'none'}"
+    lines.append(f"  - {where}")
+    if r.question_facts_missing:
+        lines.append(f"  - the question names {', '.join(r.question_facts_missing)}, which the claim's support lacks")
+    for c in r.claims:
+        caps = []
+        if c.capped_by:
+            caps.append(f"support capped by `{c.capped_by}`")
+        if c.relevance_capped_by:
+            caps.append(f"relevance capped by `{c.relevance_capped_by}`")
+        if not set(c.supporting_passage_ids) <= set(r.cited):
+            caps.append("judged against " + (", ".join(f"`{p}`" for p in c.supporting_passage_ids) or "no passage"))
+        shown = f"“{_md(c.text)}”" + (" (withheld in the response)" if c.withheld else "")
+        lines.append(
+            f"  - claim {shown}: support **{_f(c.support)}** (local {_f(c.local_support)}, model "
+            f"{_f(c.model_support)}), relevance **{_f(c.relevance)}** (model {_f(c.model_relevance)}, local "
+            f"{_f(c.local_relevance)})" + (f"; {'; '.join(caps)}" if caps else "")
+        )
+    for d in r.dropped_claims:
+        lines.append(f"  - claim dropped by decomposition: “{_md(d)}”")
+    return lines
+
+
+def cause(r: Record, threshold: float) -> str:
+    """Why a case went the way it did, in a few words: the retriever, a cap that needs no reading, or a verdict."""
+    if r.status == "error":
+        return "error"
+    if r.status == "blocked":
+        return f"blocked ({r.reason})"
+    if r.answered:
+        return "answered"
+    if any(pid not in r.retrieved for pid in r.scripted_passages):
+        return f"refused ({r.failed or 'other'}): a scripted passage was not retrieved"
+    if r.failed == "support" and r.claims:
+        weakest = min(r.claims, key=lambda c: c.support)
+        if weakest.capped_by:
+            return f"refused (support): capped by `{weakest.capped_by}`"
+        if weakest.local_support < threshold:
+            return "refused (support): local support below the threshold"
+        return "refused (support): model support below the threshold"
+    if r.failed == "relevance" and r.claims:
+        best = max(r.claims, key=lambda c: c.relevance)
+        if best.relevance_capped_by:
+            return f"refused (relevance): capped by `{best.relevance_capped_by}`"
+        return "refused (relevance): the model's verdict"
+    return f"refused ({r.failed or r.reason or 'other'})"
+
+
+def scripts_provenance(path: Path) -> str:
+    """Where the scripts came from, as git tells it: the commit that added them, and whether they changed."""
+    try:
+        rel = str(path.relative_to(REPO_ROOT))
+        log = subprocess.run(
+            ["git", "log", "--format=%h %ad %s", "--date=short", "--", rel],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout.splitlines()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", rel],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout.strip()
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return "(git history unavailable)"
+    if not log:
+        return "**not committed**" + (" (uncommitted changes)" if dirty else "")
+    first = log[-1].split(" ", 2)
+    words = f"committed in `{first[0]}` ({first[1]}), "
+    words += "untouched since" if len(log) == 1 else f"**changed in {len(log) - 1} later commit(s)**"
+    if dirty:
+        words += "; **the working tree has uncommitted changes to it**"
+    return words
+
+
+def render(
+    records: Sequence[Record], settings: Settings, corpus: Path, elapsed_s: float, limit: int | None, scripts: Path
+) -> str:
+    by_kind = {kind: [r for r in records if r.kind == kind] for kind in KINDS}
+    tallies = {kind: Tally.of(rs) for kind, rs in by_kind.items()}
+    cases = len({r.id for r in records})
+    off_wrong = by_kind["off_wrong"]
+    veto = [r for r in off_wrong if r.question_facts_missing]
+    veto_missed = [r for r in veto if r.status != "refused" and r.status != "blocked"]
+    g = settings.gate
+    lines = [
+        "# Hosted path, end to end, with scripted model outputs",
+        "",
+        f"Generated by `python -m evals.hosted` in {elapsed_s:.0f} s"
+        + (f", **limited to the first {limit} scripted cases**" if limit else "")
+        + f": {cases} cases × {len(KINDS)} kinds = {len(records)} asks. Profile `anthropic` through the real "
+        "`anthropic` SDK against the fake Messages API of `tests/fake_anthropic.py` on loopback, over corpus "
+        f"`{display_path(corpus)}` ingested into a throwaway schema (the in-process pipeline of `provenance evals`: "
+        f"cache off, no guards). Local models `{settings.local_models}`, k = {settings.retrieval.k}, retrieval "
+        f"`{settings.retrieval.mode}`; gate: support mean ≥ {g.threshold:.2f} and weakest claim ≥ "
+        f"{g.min_claim:.2f}, relevance of the most relevant claim ≥ {g.relevance:.2f} (uncertain from "
+        f"{g.relevance_uncertain:.2f}).",
+        "",
+        f"What the model says comes from `{display_path(scripts)}`, written by hand for every answerable case of "
+        "`evals/cases.jsonl` and `evals/paraphrase.jsonl` before the verifier or gate was tuned, and read as "
+        f"written: {scripts_provenance(scripts)}. The fake screens every question `ok`; answers with the "
+        "scripted answer, citing the scripted passages that were in its prompt (else the prompt's passages "
+        "from the same file, else none); and returns the scripted claims, each with supported_probability "
+        f"{SUPPORTED}, those passage ids, and relevance_probability {RELEVANT} ({NOT_RELEVANT} in c1). "
+        "Support is judged by the local verifier too and the lower verdict counts; relevance is the model's "
+        "verdict under the local vetoes.",
+        "",
+        "## Headline",
+        "",
+        "| kind | N | answered | target | |",
+        "|---|---:|---:|---|---|",
+    ]
+    for kind in KINDS:
+        t = tallies[kind]
+        goal, met = target(kind, t)
+        lines.append(f"| {LABEL[kind]} | {t.n} | {t.answered} ({_pct(t.answered, t.n)}) | {goal} | {met} |")
+    lines += [
+        "",
+        f"c2 veto: of the {len(off_wrong)} off-question answers called relevant, **{len(veto)}** "
+        f"{'has' if len(veto) == 1 else 'have'} a question that names a year, month or number that neither the "
+        f"claim nor its support passages mention; caught (refused or blocked): **{len(veto) - len(veto_missed)} "
+        f"of {len(veto)}**"
+        + (" — all, as required." if not veto_missed else f" — **{len(veto_missed)} got through**.")
+        + " (Computed here, independently of the pipeline, with `provenance.text`: the question's year "
+        "mentions, `T.months` and `T.bare_numbers` against the text of the passages the model cited as "
+        "support and the claim; `T.bare_numbers` reads number words too, “one” as 1.)",
+        "",
+        "## By kind",
+        "",
+        "Refusals are split by the judgment the gate found failing; “other” is a refusal before the gate "
+        "(e.g. nothing retrieved, or no claim left).",
+        "",
+        _TALLY_HEAD.format(first="kind"),
+        _TALLY_RULE,
+    ]
+    lines += [tally_row(LABEL[kind], tallies[kind]) for kind in KINDS]
+    lines += ["", "## By suite", "", _TALLY_HEAD.format(first="kind · suite"), _TALLY_RULE]
+    for kind in KINDS:
+        for suite in SUITES:
+            lines.append(tally_row(f"{LABEL[kind]} · {suite}", Tally.of(r for r in by_kind[kind] if r.suite == suite)))
+    fab_kinds = sorted({(r.fabrication or ":").split(":", 1)[0] for r in by_kind["fabricated"]})
+    lines += ["", "## Fabricated, by kind of wrong fact", "", _TALLY_HEAD.format(first="wrong fact"), _TALLY_RULE]
+    for fk in fab_kinds:
+        rs = [r for r in by_kind["fabricated"] if (r.fabrication or ":").split(":", 1)[0] == fk]
+        lines.append(tally_row(fk, Tally.of(rs)))
+    lines += [
+        "",
+        "## Why",
+        "",
+        "Each case by what decided it: a scripted passage missing from the prompt (the retriever's, k = "
+        f"{settings.retrieval.k}), a cap that needs no reading (`provenance.stages.lexical`), or a verdict. For a "
+        "support refusal, the weakest claim's; for a relevance refusal, the most relevant claim's.",
+        "",
+        "| kind | outcome | N |",
+        "|---|---|---:|",
+    ]
+    for kind in KINDS:
+        counts: dict[str, int] = {}
+        for r in by_kind[kind]:
+            key = cause(r, g.threshold)
+            counts[key] = counts.get(key, 0) + 1
+        for key, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+            lines.append(f"| {LABEL[kind]} | {key} | {n} |")
+    claims = [(r, c) for r in records if r.status != "error" for c in r.claims]
+    elsewhere = [(r, c) for r, c in claims if r.cited and not set(c.supporting_passage_ids) & set(r.cited)]
+    lines += [
+        "",
+        f"Of the {len(claims)} claims judged, **{len(elsewhere)}** were recorded against support passages none of "
+        "which the model cited, although it cited at least one passage "
+        f"({sum(r.kind == 'faithful' for r, _ in elsewhere)} of them in faithful answers): the support passage "
+        "and the lexical caps are then those of the local verifier's pick.",
+        "",
+        "## Cases that missed their kind's target",
+        "",
+    ]
+    failing: dict[Kind, tuple[str, list[Record]]] = {
+        "faithful": ("not answered", [r for r in by_kind["faithful"] if not r.answered]),
+        "fabricated": ("answered", [r for r in by_kind["fabricated"] if r.answered or r.status == "error"]),
+        "off_honest": ("answered", [r for r in by_kind["off_honest"] if r.answered or r.status == "error"]),
+        "off_wrong": ("answered", [r for r in off_wrong if r.answered or r.status == "error"]),
+    }
+    for kind in KINDS:
+        what, rs = failing[kind]
+        lines += [f"### {LABEL[kind]}: {len(rs)} {what}", ""]
+        if kind == "off_wrong":
+            lines += [
+                "Answered off-question answers are reported, not a failure in themselves: the model wrongly said "
+                "the sentence answers. Only those whose question names a fact the support lacks must be caught; "
+                + (
+                    "none of those is below."
+                    if not veto_missed
+                    else f"**{len(veto_missed)} of those are below** (marked by the named fact)."
+                ),
+                "",
+            ]
+        if not rs:
+            lines += ["None.", ""]
+            continue
+        for r in rs:
+            lines += describe(r)
+        lines.append("")
+    if veto:
+        lines += ["## c2 cases the veto must catch", "", "| id | suite | names | status | relevance capped by |"]
+        lines.append("|---|---|---|---|---|")
+        for r in veto:
+            caps = ", ".join(sorted({c.relevance_capped_by or "–" for c in r.claims})) or "–"
+            status = r.status + (f" ({r.failed})" if r.failed else "")
+            lines.append(f"| {r.id} | {r.suite} | {', '.join(r.question_facts_missing)} | {status} | {caps} |")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def headline(records: Sequence[Record]) -> str:
+    parts = []
+    for kind in KINDS:
+        t = Tally.of(r for r in records if r.kind == kind)
+        parts.append(f"{LABEL[kind].split(' ', 1)[0]} {t.answered}/{t.n} answered")
+    veto = [r for r in records if r.kind == "off_wrong" and r.question_facts_missing]
+    caught = sum(r.status in ("refused", "blocked") for r in veto)
+    errors = sum(r.status == "error" for r in records)
+    return "; ".join(parts) + f"; c2 veto caught {caught}/{len(veto)}" + (f"; {errors} error(s)" if errors else "")
+
+
+# --- entry point ----------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from provenance.logs import configure_logging
+    from provenance.services import build_profile, load_embedder
+    from provenance.settings import SettingsError, load_settings
+
+    parser = argparse.ArgumentParser(prog="python -m evals.hosted", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="Markdown report (default evals/hosted.md)")
+    parser.add_argument("--json", type=Path, default=None, help="also write one JSON record per (case, kind) here")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N scripted cases")
+    parser.add_argument("--ids", default=None, help="only these case ids, comma-separated")
+    parser.add_argument("--scripts", type=Path, default=SCRIPTS, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    try:
+        base = load_settings()
+    except SettingsError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(base.server.log_level)
+    rows = load_scripts(args.scripts)
+    if args.ids:
+        wanted = {i.strip() for i in args.ids.split(",") if i.strip()}
+        rows = [r for r in rows if r.id in wanted]
+    if args.limit is not None:
+        rows = rows[: args.limit]
+    questions = load_questions()
+    unknown = [r.id for r in rows if r.id not in questions]
+    if unknown:
+        print(f"error: scripts for unknown case ids: {', '.join(unknown)}", file=sys.stderr)
+        return 2
+
+    started = time.monotonic()
+    model = ScriptedModel()
+    fake = FakeAnthropic().start()
+    try:
+        fake.responder = model
+        settings = fake.settings(base, anthropic_timeout_s=MODEL_TIMEOUT_S)
+        embedder = load_embedder(settings)
+        profile = build_profile(settings, embedder)
+        corpus = settings.ingest.corpus_dir
+        records = asyncio.run(run_all(settings, corpus, rows, questions, embedder, profile, model))
+    finally:
+        fake.close()
+    elapsed = time.monotonic() - started
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(render(records, settings, corpus, elapsed, args.limit, args.scripts), encoding="utf-8")
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in records))
+    print(headline(records))
+    print(f"report: {display_path(args.out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
