@@ -77,6 +77,7 @@ def test_report_lists_fabricated_cases() -> None:
         groundedness=0.81,
         min_claim=0.81,
         relevance=0.9,
+        relevance_rule="every",
         claim_support=[0.81],
         claim_relevance=[0.9],
         ms=5.0,

@@ -65,6 +65,7 @@ def refused_case(**changes: Any) -> CaseResult:
         groundedness=0.65,
         min_claim=0.6,
         relevance=0.9,
+        relevance_rule="best",
         claim_support=[0.7, 0.6],
         claim_relevance=[0.9, 0.2],
         ms=1.0,
@@ -89,6 +90,10 @@ def test_rescoring_matches_the_gate() -> None:
     unanswering = msgspec.structs.replace(r, claim_relevance=[0.5, 0.2], relevance=0.5)
     assert rescore([unanswering], rules, 0.6)[0].status == "refused"
     assert rescore([unanswering], rules, 0.5)[0].status == "answered"
+    # Relevance the local verifier judged: every claim must answer, so the second claim's 0.2 refuses.
+    local = msgspec.structs.replace(r, relevance_rule="every")
+    assert rescore([local], rules, 0.5)[0].status == "refused"
+    assert rescore([msgspec.structs.replace(local, claim_relevance=[0.9, 0.5])], rules, 0.6)[0].status == "answered"
     svg = tradeoff_svg([(t, 0.1, 0.0) for t in THRESHOLDS], "t", 0.7)
     assert svg.startswith("<svg") and svg.count("<circle") == len(THRESHOLDS)
 

@@ -80,7 +80,8 @@ export function gateGauge(g) {
   return h('div', { class: 'gate', 'data-decision': g.decision || '' },
     row('Mean support', g.score, g.threshold, 'average over all claims'),
     row('Weakest claim', g.minClaim, g.minClaimThreshold, 'lowest single claim'),
-    isNum(g.relevance) ? row('Relevance', g.relevance, g.relevanceThreshold, 'best claim answers the question') : null);
+    isNum(g.relevance) ? row('Relevance', g.relevance, g.relevanceThreshold,
+      g.relevanceRule === 'every' ? 'claims answer the question, on average' : 'best claim answers the question') : null);
 }
 
 /* ---------- the whole response ---------- */

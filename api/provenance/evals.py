@@ -59,6 +59,8 @@ class CaseResult(msgspec.Struct, rename="camel"):
     groundedness: float | None
     min_claim: float | None
     relevance: float | None
+    # The gate's relevance rule for this case ("best" when a model judged relevance), for the re-scoring.
+    relevance_rule: str | None
     claim_support: list[float]
     claim_relevance: list[float]
     ms: float
@@ -129,6 +131,7 @@ def to_result(case: Case, response: AskResponse, candidate: str | None) -> CaseR
         groundedness=g.score,
         min_claim=g.min_claim,
         relevance=g.relevance,
+        relevance_rule=g.relevance_rule,
         claim_support=[c.support for c in g.claims],
         claim_relevance=[c.relevance for c in g.claims],
         ms=response.total_ms,
@@ -212,7 +215,13 @@ def rescore(results: Sequence[CaseResult], rules: GateSettings, threshold: float
             continue
         claims = [
             ClaimResult(
-                text="", support=s, relevance=rel, supporting_passage_ids=[], lexical_overlap=0.0, local_support=s
+                text="",
+                support=s,
+                relevance=rel,
+                supporting_passage_ids=[],
+                lexical_overlap=0.0,
+                local_support=s,
+                model_relevance=rel if r.relevance_rule == "best" else None,
             )
             for s, rel in zip(r.claim_support, r.claim_relevance, strict=True)
         ]

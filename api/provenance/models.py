@@ -211,6 +211,9 @@ class ClaimResult(Wire):
 
 
 Judgment = Literal["support", "relevance"]
+# How the gate read relevance: the best claim's (a model judged it: its answer may carry context), or every
+# claim's (the local verifier judged an extractive answer: each sentence was chosen as answering).
+RelevanceRule = Literal["best", "every"]
 
 
 class GroundednessStage(Wire):
@@ -225,6 +228,7 @@ class GroundednessStage(Wire):
     threshold: float = 0.70
     min_claim_threshold: float = 0.40
     relevance: float | None = None
+    relevance_rule: RelevanceRule | None = None
     relevance_threshold: float = 0.70
     relevance_uncertain: float = 0.40
     decision: Literal["pass", "fail"] | None = None

@@ -33,7 +33,10 @@ AGM = ScoredPassage(
 PASSAGES = [LOCKERS, SHELVES, AGM]
 
 
-def claim(text: str, support: float, ids: Sequence[str] = (), relevance: float = 1.0) -> ClaimResult:
+def claim(
+    text: str, support: float, ids: Sequence[str] = (), relevance: float = 1.0, *, by_model: bool = False
+) -> ClaimResult:
+    """A claim whose relevance the local verifier judged, or (`by_model`) a model."""
     return ClaimResult(
         text=text,
         support=support,
@@ -41,5 +44,6 @@ def claim(text: str, support: float, ids: Sequence[str] = (), relevance: float =
         supporting_passage_ids=list(ids),
         lexical_overlap=0.0,
         local_support=support,
-        local_relevance=relevance,
+        local_relevance=None if by_model else relevance,
+        model_relevance=relevance if by_model else None,
     )

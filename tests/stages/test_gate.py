@@ -47,14 +47,14 @@ def test_gate_no_claims_fails() -> None:
 
 def test_gate_passes_one_answering_claim_beside_supported_context() -> None:
     # The answer, and a claim of context that doesn't answer by itself but is stated by the passages.
-    claims = [claim("answer", 0.9, relevance=0.85), claim("context", 0.8, relevance=0.1)]
+    claims = [claim("answer", 0.9, relevance=0.85, by_model=True), claim("context", 0.8, relevance=0.1, by_model=True)]
     stage = gate(claims, GateSettings())
     assert stage.decision == "pass" and stage.failed is None and stage.detail is None
     assert (stage.relevance, stage.relevance_threshold, stage.relevance_uncertain) == (0.85, 0.70, 0.40)
 
 
 def test_gate_fails_on_relevance_when_no_claim_answers() -> None:
-    claims = [claim("a", 0.95, relevance=0.6), claim("b", 0.9, relevance=0.2)]
+    claims = [claim("a", 0.95, relevance=0.6, by_model=True), claim("b", 0.9, relevance=0.2, by_model=True)]
     stage = gate(claims, GateSettings(relevance=0.7, relevance_uncertain=0.4))
     assert stage.decision == "fail" and stage.failed == "relevance" and stage.relevance == 0.6
     assert stage.detail and "0.60" in stage.detail and stage.detail.endswith(": uncertain")
@@ -76,3 +76,25 @@ def test_gate_support_failure_wins_over_relevance_failure() -> None:
         GateSettings(),
     )
     assert mixed.failed == "support" and mixed.detail and "weakest" in mixed.detail
+
+
+def test_gate_reads_every_claims_relevance_when_the_local_verifier_judged_it() -> None:
+    """An extractive answer is sentences its generator chose as answering, none of them context: with the
+    local verifier's relevance, every claim must answer (the mean, and the weakest above its floor)."""
+    rules = GateSettings(threshold=0.7, min_claim=0.4, relevance=0.7)
+    context = [claim("answer", 1.0, relevance=0.85), claim("context", 1.0, relevance=0.1)]
+    stage = gate(context, rules)
+    assert stage.relevance_rule == "every" and stage.failed == "relevance" and stage.relevance == 0.475
+    # Both answering, one weakly: the mean clears 0.70 and the weakest its floor.
+    both = gate([claim("a", 1.0, relevance=0.95), claim("b", 1.0, relevance=0.5)], rules)
+    assert both.decision == "pass" and both.relevance == 0.725
+    # The mean clears, the weakest doesn't.
+    weak = gate([claim("a", 1.0, relevance=1.0), claim("b", 1.0, relevance=1.0), claim("c", 1.0, relevance=0.3)], rules)
+    assert weak.failed == "relevance" and weak.detail and "weakest" in weak.detail
+    # The same claims judged by a model pass on the best one.
+    assert (
+        gate(
+            [claim("answer", 1.0, relevance=0.85, by_model=True), claim("c", 1.0, relevance=0.1, by_model=True)], rules
+        ).decision
+        == "pass"
+    )

@@ -2,9 +2,13 @@
 
 - Support: every claim must be stated by the passages: the mean claim's support and the weakest claim's
   both clear their thresholds.
-- Relevance: the answer must answer the question: at least one claim reaches the relevance threshold.
-  Other claims may be context, but each must still pass support. Between the uncertain floor and the
-  threshold, whether it answers is uncertain, and the refusal says so rather than that it doesn't answer.
+- Relevance: the answer must answer the question. When a model judged relevance, at least one claim
+  reaches the relevance threshold: a model's answer may carry context, and other claims need only pass
+  support. When the local verifier judged it (the extractive profiles, whose answer is the sentences the
+  generator chose as answering, none of them context), every claim must answer, as every claim must be
+  supported: the mean relevance reaches the threshold and the weakest the per-claim floor.
+  Between the uncertain floor and the threshold, whether it answers is uncertain, and the refusal says so
+  rather than that it doesn't answer.
 
 Support is checked first: an answer with a claim the documents don't state is refused for that, whatever
 its relevance.
@@ -16,7 +20,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from provenance.models import ClaimResult, GroundednessStage, Judgment
+from provenance.models import ClaimResult, GroundednessStage, Judgment, RelevanceRule
 from provenance.settings import GateSettings
 from provenance.timing import Timer
 
@@ -44,7 +48,10 @@ def gate(claims: Sequence[ClaimResult], rules: GateSettings) -> GroundednessStag
     support = [c.support for c in claims]
     # Decide on the figures the stage reports: unrounded, three claims of 0.7 average 0.6999999999999998.
     mean, lowest = round(sum(support) / len(support), 4), round(min(support), 4)
-    relevance = round(max(c.relevance for c in claims), 4)
+    relevances = [c.relevance for c in claims]
+    rule: RelevanceRule = "best" if any(c.model_relevance is not None for c in claims) else "every"
+    relevance = round(max(relevances) if rule == "best" else sum(relevances) / len(relevances), 4)
+    weakest_relevance = round(min(relevances), 4)
     detail: str | None = None
     failed: Judgment | None = None
     if mean < rules.threshold:
@@ -53,10 +60,14 @@ def gate(claims: Sequence[ClaimResult], rules: GateSettings) -> GroundednessStag
         failed, detail = "support", f"weakest claim's support is {lowest:.2f}, below {rules.min_claim:.2f}"
     elif relevance < rules.relevance:
         failed = "relevance"
-        uncertain = relevance >= rules.relevance_uncertain
+        which = "the most relevant claim" if rule == "best" else "the claims, on average,"
+        detail = f"{which} score {relevance:.2f} on answering the question, below {rules.relevance:.2f}" + (
+            ": uncertain" if relevance >= rules.relevance_uncertain else ""
+        )
+    elif rule == "every" and weakest_relevance < rules.min_claim:
+        failed = "relevance"
         detail = (
-            f"the most relevant claim scores {relevance:.2f} on answering the question, below {rules.relevance:.2f}"
-            + (": uncertain" if uncertain else "")
+            f"the weakest claim scores {weakest_relevance:.2f} on answering the question, below {rules.min_claim:.2f}"
         )
     return msgspec.structs.replace(
         rules_record,
@@ -64,6 +75,7 @@ def gate(claims: Sequence[ClaimResult], rules: GateSettings) -> GroundednessStag
         score=mean,
         min_claim=lowest,
         relevance=relevance,
+        relevance_rule=rule,
         decision="fail" if failed else "pass",
         failed=failed,
         claims=list(claims),
