@@ -8,7 +8,9 @@ with the embedder micro-batched and one embedding at a time, side by side (httpx
 p50/p95/p99 and throughput at concurrency 1, 8 and 32, and the per-stage breakdown at concurrency 1;
 cached /ask beside its floor (bench/floor.py, a bare app running only the cache read; raw-socket client)
 under h11/asyncio, uvloop/httptools and two workers; and the peak memory of the server's processes and
-of Postgres. In process it measures ingest throughput (forced re-embed of corpus/), retrieval over 10k
+of Postgres. In process it measures ingest throughput (forced re-embed of corpus/), ingest by format
+(bench/ingest_formats.py: passages a second for a ~200-page PDF, HTML page and Word file, and the peak RSS
+of ingesting PDFs of 50, 200 and 800 pages, each in a subprocess), retrieval over 10k
 and 100k synthetic passages, exact scan against HNSW (bench/vector_scale.py), and the anthropic profile
 against the fake Messages API with 700 ms per call: sequential model round trips per uncached answer
 (decomposition and model entailment are one call), and what the pipeline adds on top. Then the workers
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import cached_layers, floor, scaling, vector_scale
+from bench import cached_layers, floor, ingest_formats, scaling, vector_scale
 from bench.common import machine, percentile, scratch_store
 from bench.server import REPO_ROOT, LoadResult, Sampler, Server, load_questions, measured_load
 from provenance.embedder import Embedder
@@ -64,6 +66,7 @@ class Report:
     layers: list[tuple[str, float]] = field(default_factory=list)  # bench/cached_layers.py
     memory: list[tuple[str, float, float]] = field(default_factory=list)  # (server, peak server, peak pg)
     ingest_runs: list[tuple[int, float]] = field(default_factory=list)  # (passages embedded, seconds)
+    formats: ingest_formats.FormatsReport | None = None
     vectors: list[dict[str, float]] = field(default_factory=list)
     anthropic: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     scaling_text: str = ""
@@ -145,7 +148,8 @@ async def anthropic_phase(report: Report, embedder: Embedder, questions: Sequenc
     # The fake Messages API lives with the tests; it drives the real SDK over loopback.
     from provenance.guards.base import NoGuards
     from provenance.pipeline import Pipeline
-    from provenance.profiles.anthropic import ANSWER_TOOL, build_anthropic_profile
+    from provenance.profiles.anthropic import build_anthropic_profile
+    from provenance.profiles.tools import ANSWER_TOOL
     from tests.fake_anthropic import _PASSAGE, FakeAnthropic, RecordedRequest, Reply, default_responder
 
     log(f"anthropic profile against the fake Messages API ({MODEL_LATENCY_S * 1000:.0f} ms per call)")
@@ -212,6 +216,7 @@ def sequential_waves(arrivals: Sequence[float], latency_s: float) -> int:
 async def in_process(report: Report, questions: Sequence[str], sizes: Sequence[int]) -> None:
     embedder = load_embedder(Settings(data_dir=Path(os.environ["DATA_DIR"])))
     await ingest_phase(report, embedder)
+    report.formats = await ingest_formats.measure(embedder, scaling.load_average)
     answerable = load_questions(("answerable",))
     await anthropic_phase(report, embedder, answerable)
     for size in sizes:
@@ -419,6 +424,7 @@ def render(report: Report) -> str:
         "",
         f"Median **{statistics.median(ingest_rates):.1f} passages/s**." if ingest_rates else "",
         "",
+        ingest_formats.section(report.formats) if report.formats else f"{ingest_formats.HEADING}\n\n(not measured)\n",
         "## Retrieval at 10k and 100k passages",
         "",
         "Synthetic clustered 384-d vectors (bench/vector_scale.py), top-4 cosine search through "

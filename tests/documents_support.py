@@ -1,5 +1,5 @@
 """Real PDF, HTML and DOCX files made from Markdown, for the reader tests, the format evals
-(evals/formats.py) and the ingest benchmark (bench/documents.py).
+(evals/formats.py) and the ingest benchmark (bench/ingest_formats.py).
 
 Who writes what: HTML is written here (the subset of Markdown the corpus uses: `#` headings, paragraphs,
 `- ` lists, `|` tables); PDF is that HTML printed by headless Chromium (Debian's package, driven by

@@ -12,10 +12,15 @@ How a page's text becomes blocks:
   line (at most 20 words) set at least 15% larger is a heading, the largest size ranking highest (four
   sizes at most); consecutive lines of one heading size are one heading.
 - A paragraph ends where the gap to the next line is over 1.3 times the body's usual line spacing, where
-  the size changes, at a bullet, or at a page break after a line that ends a sentence.
+  the size changes, at a bullet, or at a page break after a line that ends a sentence. A bullet is a
+  bullet character starting the line, or a small dot or square drawn just left of its first word (how
+  browsers print list markers: a shape, not text); either way the line becomes a "- " list line.
 - A word hyphenated at a line end is joined again. A printed break (U+2010, or a soft hyphen) is always
-  dropped; a plain hyphen-minus stays after one or two letters ("E-bike") and where the document writes
-  the compound with a hyphen elsewhere ("orange-tagged") and never without.
+  dropped. A plain hyphen-minus at a line end is the word's own ("four-" + "week") in a document that
+  prints its breaks as U+2010 or soft hyphens (a browser's print does); in other documents it stays after
+  one or two letters ("E-bike") and where the document writes the compound with a hyphen elsewhere
+  ("orange-tagged") and never without, and is dropped otherwise. A hyphen before a digit ("014-" +
+  "2290") always stays, with no space.
 
 Pages are the file's own page numbers, counted from 1, which is what a PDF viewer's page box takes; the
 printed page labels (roman numerals for a preface, say) may differ.
@@ -34,7 +39,7 @@ from io import BytesIO
 from typing import Any
 
 from pdfminer.converter import PDFPageAggregator
-from pdfminer.layout import LTChar, LTFigure, LTPage
+from pdfminer.layout import LTChar, LTCurve, LTFigure, LTPage
 from pdfminer.pdfdocument import PDFDocument, PDFEncryptionError, PDFNoOutlines, PDFPasswordIncorrect
 from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
 from pdfminer.pdfpage import PDFPage
@@ -57,6 +62,12 @@ _LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi",
 # U+2010 is what Chromium (Skia) prints at a hyphenated line end; U+00AD is a soft hyphen left in the text.
 _LINE_END_HYPHEN = re.compile(r"([A-Za-z]+)[-\u2010\u00ad]$")
 _WORD = re.compile(r"[A-Za-z]+(?:[-\u2010][A-Za-z]+)*")
+_PRINTED_BREAK = ("\u2010", "\u00ad")
+_NUMBER_BREAK = re.compile(r"\S[-\u2010]$")  # a hyphen at a line end, not a dash set apart by a space
+# A drawn list marker, measured against the line's type size: at most this wide and high, at least this
+# far from a hair line, and no further left of the line's first character than this.
+MARKER_MAX, MARKER_MIN, MARKER_GAP = 0.6, 0.1, 2.0
+MARKER_LARGEST = 24.0  # points: no marker is larger, whatever the type size
 
 
 @dataclass
@@ -119,7 +130,30 @@ def _chars(container: Any) -> Iterator[LTChar]:
             yield from _chars(item)
 
 
+def _shapes(container: Any) -> Iterator[LTCurve]:
+    """The drawn shapes (paths and rectangles; LTRect and LTLine are kinds of LTCurve)."""
+    for item in container:
+        if isinstance(item, LTCurve):
+            yield item
+        elif isinstance(item, LTFigure):
+            yield from _shapes(item)
+
+
+def _is_marker(shape: LTCurve, first: LTChar) -> bool:
+    """Whether `shape` is a list marker drawn for the line that starts with `first`: small, about square,
+    just left of the first character, and within the line's height."""
+    size = max(first.size, 1.0)
+    w, h = shape.width, shape.height
+    if not (MARKER_MIN * size <= min(w, h) and max(w, h) <= MARKER_MAX * size and abs(w - h) <= 0.25 * max(w, h)):
+        return False
+    if not (0 <= first.x0 - shape.x1 <= MARKER_GAP * size):
+        return False
+    middle = (shape.y0 + shape.y1) / 2
+    return first.y0 <= middle <= first.y0 + size
+
+
 def _page_lines(page: LTPage, number: int) -> list[_Line]:
+    shapes = [s for s in _shapes(page) if max(s.width, s.height) <= MARKER_LARGEST]
     chars = sorted(_chars(page), key=lambda c: (-c.y0, c.x0))
     groups: list[list[LTChar]] = []
     for char in chars:
@@ -131,6 +165,8 @@ def _page_lines(page: LTPage, number: int) -> list[_Line]:
     for group in groups:
         group.sort(key=lambda c: c.x0)
         text = _line_text(group)
+        if text and not _BULLET.match(text) and any(_is_marker(s, group[0]) for s in shapes):
+            text = "\u2022 " + text
         if text:
             sizes = Counter(round(c.size * 2) / 2 for c in group if not c.get_text().isspace())
             lines.append(_Line(number, group[0].y0, sizes.most_common(1)[0][0] if sizes else 0.0, text))
@@ -284,13 +320,17 @@ def _blocks(lines: list[_Line]) -> list[Block]:
     vocabulary: set[str] = set()
     for line in lines:
         vocabulary.update(w.lower().replace("\u2010", "-") for w in _WORD.findall(line.text))
+    marks_breaks = any(line.text.endswith(_PRINTED_BREAK) for line in lines)
     spacing = _line_spacing(lines)
     blocks: list[Block] = []
     paragraph: list[_Line] = []
 
-    def flush() -> None:
+    def flush(blank: bool = True) -> None:
         if paragraph:
-            blocks.extend([Block(_join(paragraph, vocabulary), 0, (paragraph[0].page, paragraph[-1].page)), BLANK])
+            text = _join(paragraph, vocabulary, marks_breaks)
+            blocks.append(Block(text, 0, (paragraph[0].page, paragraph[-1].page)))
+            if blank:
+                blocks.append(BLANK)
             paragraph.clear()
 
     for line in lines:
@@ -302,7 +342,9 @@ def _blocks(lines: list[_Line]) -> list[Block]:
         if bullet:
             line.text = "- " + line.text[bullet.end() :]
         if paragraph and (bullet or _breaks(paragraph[-1], line, spacing)):
-            flush()
+            # The items of one list are lines of one paragraph, as Markdown writes them and the other
+            # readers give them.
+            flush(blank=not (bullet and paragraph[0].text.startswith("- ")))
         paragraph.append(line)
     flush()
     return blocks
@@ -323,27 +365,32 @@ def _breaks(last: _Line, line: _Line, spacing: float) -> bool:
     return last.baseline - line.baseline > spacing * PARAGRAPH_GAP or abs(last.size - line.size) > 0.5
 
 
-def _join(lines: list[_Line], vocabulary: set[str]) -> str:
+def _join(lines: list[_Line], vocabulary: set[str], marks_breaks: bool = False) -> str:
     text = lines[0].text
     for line in lines[1:]:
         end = _LINE_END_HYPHEN.search(text)
         start = re.match(r"[a-z]+", line.text)
         if end and start:
             left, right = end.group(1), start.group(0)
-            text = text[: end.end(1)] + ("-" if _keeps_hyphen(text[-1], left, right, vocabulary) else "") + line.text
+            keep = _keeps_hyphen(text[-1], left, right, vocabulary, marks_breaks)
+            text = text[: end.end(1)] + ("-" if keep else "") + line.text
+        elif _NUMBER_BREAK.search(text) and line.text[:1].isdigit():
+            text = text[:-1] + "-" + line.text  # no word is hyphenated before a digit: "014-" "2290"
         else:
             text += " " + line.text
     return text
 
 
-def _keeps_hyphen(hyphen: str, left: str, right: str, vocabulary: set[str]) -> bool:
+def _keeps_hyphen(hyphen: str, left: str, right: str, vocabulary: set[str], marks_breaks: bool = False) -> bool:
     """Whether a hyphen at a line end belongs to the word. A printed hyphenation break (U+2010, as Chromium
-    writes it, or a soft hyphen) never does. A plain hyphen-minus may be either: it stays after a letter or
-    two ("E-bike", "X-ray"), or where the document writes the compound ("orange-tagged") and never the
-    joined word."""
+    writes it, or a soft hyphen) never does. A plain hyphen-minus does in a document that `marks_breaks`
+    (prints its hyphenation breaks as U+2010 or soft hyphens: a hyphen-minus there is a word's own, broken
+    after as any hyphen may be: "four-" "week"). Elsewhere it may be either: it stays after a letter or two
+    ("E-bike", "X-ray"), or where the document writes the compound ("orange-tagged") and never the joined
+    word."""
     if hyphen != "-":
         return False
-    if len(left) <= 2:
+    if marks_breaks or len(left) <= 2:
         return True
     return f"{left}-{right}".lower() in vocabulary and (left + right).lower() not in vocabulary
 
