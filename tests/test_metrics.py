@@ -15,8 +15,11 @@ import httpx
 import pytest
 import pytest_asyncio
 from litestar.testing import AsyncTestClient
+from prometheus_client.mmap_dict import MmapedDict, mmap_key
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.server import Server
 from provenance.app import create_app
 from provenance.db import create_pool
 from provenance.guards.apikeys import create_key
@@ -332,3 +335,68 @@ def test_call_names_are_the_metrics_labels() -> None:
         "claims",
         "other",
     ]
+
+
+# --- several workers: every scrape reports all of them --------------------------------------------------
+
+CONFIG_REQUESTS = 60
+
+
+def _route_count_by_worker(folder: Path, route: str) -> dict[str, float]:
+    """Each worker's own count of `route`'s responses, read from its file (the name ends in its pid)."""
+    counts: dict[str, float] = {}
+    for path in folder.glob("counter_*.db"):
+        pid = path.stem.rsplit("_", 1)[-1]
+        for metric in MultiProcessCollector.merge([str(path)], accumulate=False):
+            for s in metric.samples:
+                if s.name == "provenance_http_requests_total" and s.labels.get("route") == route:
+                    counts[pid] = counts.get(pid, 0.0) + s.value
+    return {pid: n for pid, n in counts.items() if n}
+
+
+def test_a_scrape_of_either_of_two_workers_reports_both(
+    pg_dsn: str, data_dir: Path, corpus_services: Services, tmp_path: Path
+) -> None:
+    settings = asyncio.run(corpus_copy(pg_dsn, data_dir))
+    folder = tmp_path / "prometheus"
+    folder.mkdir()
+    # A count left by an earlier run in the operator's folder: `serve` must empty it, not add it to this run's.
+    stale = MmapedDict(str(folder / "counter_1.db"))
+    labels = {"route": "/config", "status": "200"}
+    key = mmap_key(
+        "provenance_http_requests", "provenance_http_requests_total", list(labels), list(labels.values()), ""
+    )
+    stale.write_value(key, 1000.0, 0.0)
+    stale.close()
+    server = Server(
+        tmp_path,
+        workers=2,
+        ingest=False,
+        DATABASE_URL=pg_dsn,
+        DB_SCHEMA=settings.database.schema,
+        ASK_CONCURRENCY="3",
+        PROMETHEUS_MULTIPROC_DIR=str(folder),
+    )
+    sent = 0
+    try:
+        with server:
+            # Each request on a connection of its own, so that both workers take some.
+            while sent < CONFIG_REQUESTS or len(_route_count_by_worker(folder, "/config")) < 2:
+                assert sent < 20 * CONFIG_REQUESTS, "one worker took every connection"
+                assert httpx.get(f"{server.url}/config", timeout=30).status_code == 200
+                sent += 1
+            scrapes: list[Samples] = []
+            while len(scrapes) < 8 or len(_route_count_by_worker(folder, "/metrics")) < 2:
+                assert len(scrapes) < 200, "one worker answered every scrape"
+                r = httpx.get(f"{server.url}/metrics", timeout=30)
+                assert r.status_code == 200, r.text
+                scrapes.append(parse(r.text))
+    finally:
+        server.stop()
+        asyncio.run(drop_schema(pg_dsn, settings.database.schema))
+    config = {"route": "/config", "status": "200"}
+    # Every scrape, whichever worker answered it, has every worker's count, and none from the earlier run.
+    assert [value(s, "provenance_http_requests_total", **config) for s in scrapes] == [sent] * len(scrapes)
+    # The gauges are summed over the live workers: three slots each.
+    assert {value(s, "provenance_admission_slots") for s in scrapes} == {6}
+    assert {value(s, "provenance_admission_running") for s in scrapes} == {0}
