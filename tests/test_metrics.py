@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
+import shutil
+import subprocess
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -14,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
+import yaml
 from litestar.testing import AsyncTestClient
 from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -400,3 +404,142 @@ def test_a_scrape_of_either_of_two_workers_reports_both(
     # The gauges are summed over the live workers: three slots each.
     assert {value(s, "provenance_admission_slots") for s in scrapes} == {6}
     assert {value(s, "provenance_admission_running") for s in scrapes} == {0}
+
+
+# --- the ops files --------------------------------------------------------------------------------------
+
+PROMTOOL = shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(
+    PROMTOOL is None, reason="promtool is not installed (Debian's prometheus package; `make test` installs it)"
+)
+ALERTS = OPS / "alerts.yml"
+ANSWERS = 'provenance_ask_outcomes_total{status="answered", reason="none", cached="false"}'
+REFUSALS = 'provenance_ask_outcomes_total{status="refused", reason="not_grounded", cached="false"}'
+
+
+def _promtool(*args: str, cwd: Path = OPS) -> None:
+    assert PROMTOOL is not None
+    done = subprocess.run([PROMTOOL, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_promtool
+def test_the_alert_rules_and_the_scrape_config_are_valid() -> None:
+    _promtool("check", "rules", "alerts.yml")
+    _promtool("check", "config", "prometheus.yml")  # which loads alerts.yml as its rule file
+
+
+def _alerts() -> dict[str, dict[str, Any]]:
+    rules = yaml.safe_load(ALERTS.read_text())
+    return {r["alert"]: r for group in rules["groups"] for r in group["rules"] if "alert" in r}
+
+
+def _case(series: dict[str, str], alert: str, fires_at: str, quiet_at: str) -> dict[str, Any]:
+    """One promtool unit test: `series` (one sample a minute) fire `alert` at `fires_at`, not yet at `quiet_at`."""
+    rule = _alerts()[alert]
+    return {
+        "interval": "1m",
+        "input_series": [{"series": name, "values": values} for name, values in series.items()],
+        "alert_rule_test": [
+            {"eval_time": quiet_at, "alertname": alert, "exp_alerts": []},
+            {
+                "eval_time": fires_at,
+                "alertname": alert,
+                "exp_alerts": [{"exp_labels": rule["labels"], "exp_annotations": rule["annotations"]}],
+            },
+        ],
+    }
+
+
+def _quiet(series: dict[str, str], alert: str, at: str) -> dict[str, Any]:
+    return {
+        "interval": "1m",
+        "input_series": [{"series": name, "values": values} for name, values in series.items()],
+        "alert_rule_test": [{"eval_time": at, "alertname": alert, "exp_alerts": []}],
+    }
+
+
+@needs_promtool
+def test_each_alert_fires_on_what_it_watches_and_not_before(tmp_path: Path) -> None:
+    day = 24 * 60
+    tests = [
+        # 10 answers a minute, one refusal, for a day; then ten refusals a minute for an hour.
+        _case(
+            {ANSWERS: f"0+10x{day + 120}", REFUSALS: f"0+1x{day + 60} {day + 70}+10x60"},
+            "ProvenanceRefusalRateJump",
+            fires_at=f"{day + 120}m",
+            quiet_at=f"{day + 55}m",
+        ),
+        # The same share of refusals all day long is no jump.
+        _quiet(
+            {ANSWERS: f"0+10x{day + 120}", REFUSALS: f"0+10x{day + 120}"}, "ProvenanceRefusalRateJump", f"{day + 120}m"
+        ),
+        # $3 spent and climbing 10 cents a minute against a $5 budget: past $4 after ten minutes.
+        _case(
+            {
+                "provenance_spend_today_usd": "3+0.1x40",
+                "provenance_spend_reserved_usd": "0x40",
+                "provenance_spend_budget_usd": "5x40",
+            },
+            "ProvenanceSpendNearCap",
+            fires_at="30m",
+            quiet_at="12m",
+        ),
+        # No budget at all (DAILY_BUDGET_USD=0): nothing to be near.
+        _quiet(
+            {
+                "provenance_spend_today_usd": "0x20",
+                "provenance_spend_reserved_usd": "0x20",
+                "provenance_spend_budget_usd": "0x20",
+            },
+            "ProvenanceSpendNearCap",
+            "20m",
+        ),
+        _case({"provenance_database_up": "1 1 1 0 0 0 0 0"}, "ProvenanceDatabaseDown", fires_at="6m", quiet_at="3m"),
+        # 30 of 32 places taken from the second minute on.
+        _case(
+            {"provenance_admission_waiting": "0 0 30x10", "provenance_admission_queue_max": "32x12"},
+            "ProvenanceAdmissionQueueFull",
+            fires_at="10m",
+            quiet_at="5m",
+        ),
+        # ASK_QUEUE_MAX=0 has nothing waiting, ever: not a full queue.
+        _quiet(
+            {"provenance_admission_waiting": "0x12", "provenance_admission_queue_max": "0x12"},
+            "ProvenanceAdmissionQueueFull",
+            "10m",
+        ),
+        # One generation call in ten times out.
+        _case(
+            {
+                'provenance_model_calls_total{call="generation"}': "0+10x40",
+                'provenance_model_errors_total{call="generation", kind="timeout"}': "0+1x40",
+            },
+            "ProvenanceModelErrors",
+            fires_at="30m",
+            quiet_at="8m",
+        ),
+        # One in a hundred is within the allowance.
+        _quiet(
+            {
+                'provenance_model_calls_total{call="generation"}': "0+100x40",
+                'provenance_model_errors_total{call="generation", kind="timeout"}': "0+1x40",
+            },
+            "ProvenanceModelErrors",
+            "30m",
+        ),
+    ]
+    spec = tmp_path / "alerts_test.yml"
+    spec.write_text(yaml.safe_dump({"rule_files": [str(ALERTS)], "evaluation_interval": "1m", "tests": tests}))
+    _promtool("test", "rules", str(spec))
+    assert {t["alert_rule_test"][-1]["alertname"] for t in tests} == set(_alerts())
+
+
+def test_the_alerts_watch_metrics_the_service_exports(live_server: LiveServer) -> None:
+    """A misspelt metric in a rule would never fire: every name the rules use is in a real scrape."""
+    scrape = httpx.get(f"{live_server.url}/metrics", timeout=30)
+    assert scrape.status_code == 200
+    exported = {family.name for family in text_string_to_metric_families(scrape.text)}
+    used = set(re.findall(r"\b(provenance_[a-z_]+)", ALERTS.read_text()))
+    # A counter's family is named without the _total its samples carry.
+    assert {name.removesuffix("_total") for name in used} <= exported
