@@ -118,7 +118,7 @@ def multiprocess() -> bool:
 
 
 class PrometheusObserver:
-    """The pipeline's observer (ports.AskObserver) that counts into the metrics above."""
+    """The pipeline's observer (provenance.observe.AskObserver) that counts into the metrics above."""
 
     def __init__(self, settings: Settings) -> None:
         ADMISSION_SLOTS.set(settings.server.ask_concurrency)

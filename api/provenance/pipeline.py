@@ -32,8 +32,9 @@ from provenance.models import (
     Stages,
     Status,
 )
+from provenance.observe import AskObserver, NoObserver
 from provenance.passages import ScoredPassage
-from provenance.ports import AskObserver, NoObserver, Profile, Usage, Verification
+from provenance.ports import Profile, Usage, Verification
 from provenance.reasons import explain, headline_for
 from provenance.settings import Settings
 from provenance.stages.citations import citations_from_support

@@ -4,15 +4,11 @@ profile supplies real implementations."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 import msgspec
 
 from provenance.passages import ScoredPassage
-
-if TYPE_CHECKING:  # both import this module
-    from provenance.errors import ModelError
-    from provenance.models import AskResponse
 
 
 class Usage(msgspec.Struct, frozen=True):
@@ -136,28 +132,3 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if (self.decomposer is None) == (self.decompose_and_verify is None):
             raise ValueError(f"profile {self.name!r} needs exactly one of decomposer and decompose_and_verify")
-
-
-class AskObserver(Protocol):
-    """Told what the pipeline did, for the metrics (provenance.metrics.PrometheusObserver): every answer
-    `Pipeline.ask` returns (cached, blocked at the door, or the full run; streamed or not), every model error
-    it turned into `model_error`, and every change in its admission queue."""
-
-    def outcome(self, response: AskResponse) -> None: ...
-
-    def model_error(self, error: ModelError) -> None: ...
-
-    def admission(self, running: int, waiting: int) -> None: ...
-
-
-class NoObserver:
-    """Watches nothing: in-process runs (evals, benchmarks of the pipeline alone) and METRICS_ENABLED=false."""
-
-    def outcome(self, response: AskResponse) -> None:
-        return None
-
-    def model_error(self, error: ModelError) -> None:
-        return None
-
-    def admission(self, running: int, waiting: int) -> None:
-        return None
