@@ -29,6 +29,7 @@ from provenance.db import create_pool
 from provenance.guards.apikeys import create_key
 from provenance.guards.spend import utc_day
 from provenance.http.metrics import may_read
+from provenance.pipeline import Pipeline
 from provenance.profiles.anthropic import call_name
 from provenance.profiles.tools import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
 from provenance.services import Services
@@ -543,3 +544,59 @@ def test_the_alerts_watch_metrics_the_service_exports(live_server: LiveServer) -
     used = set(re.findall(r"\b(provenance_[a-z_]+)", ALERTS.read_text()))
     # A counter's family is named without the _total its samples carry.
     assert {name.removesuffix("_total") for name in used} <= exported
+
+
+# --- the database down, and what the route label holds ----------------------------------------------------
+
+
+class _DownStore:
+    """The session's store, except that every read this test makes finds the database gone."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def _down(self, *args: object, **kwargs: object) -> Any:
+        raise ConnectionRefusedError("the database is down")
+
+    ping = corpus_versions = spend_day = _down
+
+
+async def test_a_database_outage_is_counted_where_it_is_met(corpus_services: Services) -> None:
+    down = _DownStore(corpus_services.store)
+    pipeline = Pipeline(corpus_services.settings, down, corpus_services.embedder, corpus_services.profile)  # type: ignore[arg-type]
+    pipeline.corpus_check_every_s = 0  # look at the database on this very request
+    services = dataclasses.replace(
+        corpus_services,
+        settings=corpus_services.settings.with_overrides(metrics_token=TOKEN),
+        store=down,
+        pipeline=pipeline,
+    )
+    token = {"authorization": f"Bearer {TOKEN}"}
+    async with AsyncTestClient(create_app(services.settings, services=services)) as client:
+        before = parse((await client.get("/metrics", headers=token)).text)
+        assert (await client.get("/healthz")).status_code == 503
+        asked = await client.post("/ask", json={"question": ANSWERED})
+        assert asked.status_code == 503 and asked.json()["error"]["code"] == "database_unavailable"
+        after = parse((await client.get("/metrics", headers=token)).text)
+    assert moved(before, after, "provenance_database_unavailable_total") == {
+        (("source", "healthz"),): 1,
+        (("source", "request"),): 1,
+    }
+    assert value(after, "provenance_database_up") == 0
+    # The ledger could not be read, so there is no figure for today's spend rather than a wrong one.
+    assert not any(name == "provenance_spend_today_usd" for name, _ in after)
+    assert value(after, "provenance_spend_budget_usd") == services.settings.guards.daily_budget_usd
+
+
+def test_routes_are_counted_by_template_never_by_the_raw_path(live_server: LiveServer) -> None:
+    with httpx.Client(base_url=live_server.url, timeout=30) as client:
+        assert client.get("/passages/no-such-passage-7f3a").status_code == 404
+        assert client.get("/no-such-file-7f3a.css").status_code == 404
+        assert client.get("/").status_code == 200
+        scrape = parse(client.get("/metrics").text)
+    routes = {dict(labels)["route"] for name, labels in scrape if name == "provenance_http_requests_total"}
+    assert {"/passages/{passage_id}", "/{file_path}", "/"} <= routes
+    assert not any("7f3a" in route for route in routes), routes

@@ -64,7 +64,7 @@ async def metrics_endpoint(request: Request[Any, Any, State], services: NamedDep
 
 async def count_response(message: Message, scope: Scope) -> None:
     """A `before_send` hook, so every response is counted, the router's own 404s and 405s included. By the
-    route's template ("/passages/{passage_id:path}"), never the raw path, so that the number of series stays
+    route's template ("/passages/{passage_id}"), never the raw path, so that the number of series stays
     bounded whatever clients ask for."""
     if message["type"] == "http.response.start":
         m.count_response(scope.get("path_template") or "unmatched", message["status"])
