@@ -8,7 +8,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export HOST PORT
 
-.PHONY: install run test lint typecheck fmt bench soak evals chromium screenshots clean train
+.PHONY: install run test lint typecheck fmt bench soak evals chromium promtool screenshots clean train
 
 install: $(STAMP)
 
@@ -35,7 +35,15 @@ chromium:
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null) \
 		|| echo "warning: could not install chromium; browser tests will be skipped"; }
 
-test: install chromium
+# promtool checks ops/alerts.yml and runs its alerts against made-up series (tests/test_metrics.py): Debian's
+# prometheus package (about 19 MB; the server it also installs is never started).
+promtool:
+	@command -v promtool >/dev/null 2>&1 || { \
+		echo "installing promtool from Debian's prometheus package"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
+		|| echo "warning: could not install promtool; the alert rule tests will be skipped"; }
+
+test: install chromium promtool
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # Retakes docs/answer-screenshot.png and docs/refusal-screenshot.png from the real server.

@@ -1,21 +1,32 @@
 """Where a cached answer's CPU goes: the cached `/ask` peeled layer by layer, in process.
 
     .venv/bin/python -m bench.cached_layers [-n 3000]
+    .venv/bin/python -m bench.cached_layers --metrics [-n 3000] [--rounds 7] [--json]
 
 One process holds the real app (its lifespan run, so its pool and pipeline are those of a server) and the
 floor app (bench/floor_app.py) on an embedded Postgres with corpus/ ingested and one question cached. Each
 layer is called `n` times in turn over ASGI directly (no sockets, no HTTP parsing), and this process's CPU
 time per call (time.process_time: Postgres's share is not in it) is reported, from the bare statement
 up to the whole app. The difference between two rows is what that layer costs.
+
+`--metrics` measures instead what the Prometheus metrics (provenance.metrics) add to a cached answer: the
+real app twice, METRICS_ENABLED on and off, called in interleaved rounds (on, off; then off, on; ...), the
+median of each. The metrics count in PROMETHEUS_MULTIPROC_DIR's files, as under `provenance serve` (a fresh
+folder when it is unset), so the cost is that of the mmap writes a served worker makes.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import os
+import shutil
+import statistics
+import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -133,6 +144,73 @@ async def measure(n: int) -> list[tuple[str, float]]:
     return [(name, best[name]) for name, _ in layers]
 
 
+# What the metrics may add to a cached answer's CPU (issue 27).
+METRICS_BUDGET = 0.10
+
+
+async def measure_metrics(n: int, rounds: int) -> dict[str, Any]:
+    """CPU µs per cached /ask, each round's, with the metrics on and off."""
+    from provenance import metrics
+    from provenance.app import create_app
+    from provenance.settings import load_settings
+
+    question = load_questions()[0]
+    body = msgspec.json.encode({"question": question})
+    apps = {
+        "on": create_app(load_settings().with_overrides(metrics_enabled=True)),
+        "off": create_app(load_settings().with_overrides(metrics_enabled=False)),
+        # Answers the question first, so that neither measured app is the one that ran the whole pipeline.
+        "primer": create_app(load_settings().with_overrides(metrics_enabled=False)),
+    }
+    for app in apps.values():
+        await start(app)
+        # Each app's profile warms up in a thread; this process's CPU time would count it against whichever
+        # app was being measured meanwhile.
+        warming = app.state.services.warmup_task
+        if warming is not None:
+            await warming
+    calls = {name: asgi_call(app, body) for name, app in apps.items()}
+    await calls.pop("primer")()  # fills the cache both read (the metrics are not in its key)
+    per_round: dict[str, list[float]] = {"on": [], "off": []}
+    for r in range(rounds):
+        for name in ("on", "off") if r % 2 == 0 else ("off", "on"):
+            call = calls[name]
+            for _ in range(n // 10):
+                await call()
+            started = time.process_time()
+            for _ in range(n):
+                await call()
+            per_round[name].append((time.process_time() - started) / n * 1e6)
+    return {"n": n, "rounds": rounds, "multiprocess": metrics.multiprocess(), **per_round}
+
+
+def metrics_summary(cost: dict[str, Any]) -> tuple[float, float, float]:
+    """(median µs on, median µs off, what the metrics add as a fraction of off)."""
+    on, off = statistics.median(cost["on"]), statistics.median(cost["off"])
+    return on, off, (on - off) / off
+
+
+def metrics_table(cost: dict[str, Any]) -> str:
+    on, off, added = metrics_summary(cost)
+    verdict = "within" if added <= METRICS_BUDGET else "**over**"
+    pairs = list(zip(cost["on"], cost["off"], strict=True))
+    rounds = ", ".join(f"{a:.0f}/{b:.0f}" for a, b in pairs)
+    paired = statistics.median(a - b for a, b in pairs)
+    return "\n".join(
+        [
+            "| metrics | CPU µs per cached /ask (median) |",
+            "|---|---:|",
+            f"| off (METRICS_ENABLED=false) | {off:.0f} |",
+            f"| on | {on:.0f} |",
+            "",
+            f"The metrics add **{added:+.1%}** ({on - off:+.0f} µs) to a cached answer's CPU, {verdict} the "
+            f"{METRICS_BUDGET:.0%} allowed; {cost['rounds']} interleaved rounds of {cost['n']:,} calls each "
+            f"(on/off µs per round: {rounds}; the median of the rounds' differences is {paired:+.0f} µs), "
+            f"counting into multiprocess files: {cost['multiprocess']}.",
+        ]
+    )
+
+
 def table(rows: list[tuple[str, float]]) -> str:
     lines = ["| layer | CPU µs per call | added by the layer |", "|---|---:|---:|"]
     previous: float | None = None
@@ -152,11 +230,34 @@ def run(n: int) -> list[tuple[str, float]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", type=int, default=3000, help="calls per layer per round (default 3000)")
+    parser.add_argument("--metrics", action="store_true", help="the metrics' cost instead of the layers")
+    parser.add_argument("--rounds", type=int, default=9, help="with --metrics: interleaved rounds (default 9)")
+    parser.add_argument("--json", action="store_true", help="with --metrics: the figures as JSON (bench/run.py)")
     args = parser.parse_args()
     os.environ.update(LOG_LEVEL="warning", RATE_LIMIT_PER_HOUR="0")
-    with embedded_data_dir("provenance-layers-"):
-        print(table(run(args.n)))
+    # Joins the Postgres bench/run.py started when it is there; else one of its own.
+    database = contextlib.nullcontext() if os.environ.get("DATABASE_URL") else embedded_data_dir("provenance-layers-")
+    with database, _multiprocess_dir():
+        if not args.metrics:
+            print(table(run(args.n)))
+            return 0
+        cost = asyncio.run(measure_metrics(args.n, args.rounds))
+        print(json.dumps(cost) if args.json else metrics_table(cost))
     return 0
+
+
+@contextlib.contextmanager
+def _multiprocess_dir() -> Iterator[None]:
+    """As `provenance serve` does, and before prometheus-client is first imported (create_app imports it)."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        yield
+        return
+    made = tempfile.mkdtemp(prefix="provenance-bench-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = made
+    try:
+        yield
+    finally:
+        shutil.rmtree(made, ignore_errors=True)
 
 
 if __name__ == "__main__":

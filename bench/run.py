@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -64,6 +67,7 @@ class Report:
     uncached_before: list[LoadResult] = field(default_factory=list)  # EMBED_BATCH_WAIT_MS=0
     floors: list[floor.FloorReport] = field(default_factory=list)
     layers: list[tuple[str, float]] = field(default_factory=list)  # bench/cached_layers.py
+    metrics_cost: dict[str, Any] = field(default_factory=dict)  # bench/cached_layers.py --metrics
     memory: list[tuple[str, float, float]] = field(default_factory=list)  # (server, peak server, peak pg)
     ingest_runs: list[tuple[int, float]] = field(default_factory=list)  # (passages embedded, seconds)
     formats: ingest_formats.FormatsReport | None = None
@@ -332,6 +336,31 @@ def _anthropic_table(rows: dict[str, list[dict[str, Any]]]) -> str:
     return "\n".join(lines)
 
 
+METRICS_SECTION = (
+    "### What the metrics cost a cached answer\n\n"
+    "`bench/cached_layers.py --metrics`, in a process of its own that counts into PROMETHEUS_MULTIPROC_DIR's "
+    "files as a served worker does: the real app with the metrics on and with `METRICS_ENABLED=false`, the "
+    "cached `/ask` called over ASGI directly, in interleaved rounds (on then off, off then on, ...), this "
+    "process's CPU per call, the median of each. Issue 27 allows the metrics 10%."
+)
+
+
+def metrics_cost() -> dict[str, Any]:
+    """In a process of its own: this one imported prometheus-client without a multiprocess folder, and a
+    served worker always has one (provenance serve)."""
+    with tempfile.TemporaryDirectory(prefix="provenance-bench-metrics-") as folder:
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.cached_layers", "--metrics", "--json"],
+            cwd=REPO_ROOT,
+            env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": folder},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    cost: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return cost
+
+
 def render(report: Report) -> str:
     u1 = report.uncached[0] if report.uncached else None
     total_p50 = u1.server_ms(0.5) if u1 else 0.0
@@ -402,6 +431,10 @@ def render(report: Report) -> str:
         "process's CPU per call (Postgres's share is not in it), least of three rounds of 3,000 calls.",
         "",
         cached_layers.table(report.layers) if report.layers else "(not measured)",
+        "",
+        METRICS_SECTION,
+        "",
+        cached_layers.metrics_table(report.metrics_cost) if report.metrics_cost else "(not measured)",
         "",
         "## Memory",
         "",
@@ -479,6 +512,8 @@ def main() -> int:
         http_phase(report, data_dir, questions)
         log("a cached answer's CPU, layer by layer (bench/cached_layers.py)")
         report.layers = cached_layers.run(3000)
+        log("what the metrics cost a cached answer (bench/cached_layers.py --metrics)")
+        report.metrics_cost = metrics_cost()
         asyncio.run(in_process(report, questions, [int(s) for s in args.sizes.split(",") if s]))
         if not args.skip_scaling:
             log("workers sweep (bench/scaling.py)")

@@ -13,19 +13,27 @@ import asyncio
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from provenance.errors import Overloaded
 
 
 class Admission:
-    def __init__(self, limit: int, queue_max: int, wait_s: float) -> None:
+    def __init__(
+        self, limit: int, queue_max: int, wait_s: float, on_change: Callable[[int, int], None] | None = None
+    ) -> None:
         self.limit = limit
         self.queue_max = queue_max
         self.wait_s = wait_s
         self.running = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
+        # Told (running, waiting) whenever either changes: the metrics' gauges, which a scrape in another
+        # worker process can't read from this object.
+        self._on_change = on_change or _ignore
+
+    def _changed(self) -> None:
+        self._on_change(self.running, len(self._waiters))
 
     @property
     def waiting(self) -> int:
@@ -48,6 +56,7 @@ class Admission:
     async def _acquire(self) -> None:
         if self.running < self.limit and not self._waiters:
             self.running += 1
+            self._changed()
             return
         if len(self._waiters) >= self.queue_max:
             raise Overloaded(
@@ -57,6 +66,7 @@ class Admission:
             )
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
+        self._changed()
         try:
             await asyncio.wait_for(asyncio.shield(waiter), self.wait_s)
         except BaseException as exc:
@@ -66,6 +76,7 @@ class Admission:
             else:
                 waiter.cancel()
                 self._waiters.remove(waiter)
+                self._changed()
             if isinstance(exc, TimeoutError):
                 raise Overloaded(
                     f"the service is busy: no answer could start within {self.wait_s:g}s; try again shortly",
@@ -79,5 +90,11 @@ class Admission:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
+                self._changed()
                 return
         self.running -= 1
+        self._changed()
+
+
+def _ignore(running: int, waiting: int) -> None:
+    return None

@@ -17,9 +17,11 @@ from litestar.static_files import create_static_files_router
 
 from provenance import __version__
 from provenance.http.exceptions import EXCEPTION_HANDLERS
+from provenance.http.metrics import count_response, metrics_endpoint
 from provenance.http.middleware import request_middleware, security_headers
 from provenance.http.routes import ROUTES, declare_request_constraints, provide_services
 from provenance.logs import configure_logging
+from provenance.metrics import worker_stopped
 from provenance.services import Services, build_services
 from provenance.settings import REPO_ROOT, Settings, load_settings
 
@@ -41,8 +43,15 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         finally:
             if owned:
                 await svc.close()
+            if settings.metrics.enabled:
+                worker_stopped()
 
     route_handlers: list[Any] = list(ROUTES)
+    before_send: list[Any] = [security_headers]
+    if settings.metrics.enabled:
+        # Off, /metrics is not there at all (an unknown path's 404) and nothing is counted per request.
+        route_handlers.append(metrics_endpoint)
+        before_send.append(count_response)
     if (WEB_DIR / "index.html").exists():
         route_handlers.append(
             create_static_files_router(path="/", directories=[Path(WEB_DIR)], html_mode=True, name="web")
@@ -56,7 +65,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         route_handlers=route_handlers,
         lifespan=[lifespan],
         middleware=[request_middleware(settings.server.request_read_timeout_s)],
-        before_send=[security_headers],
+        before_send=before_send,
         exception_handlers=EXCEPTION_HANDLERS,
         dependencies={"services": Provide(provide_services, sync_to_thread=False)},
         openapi_config=OpenAPIConfig(title="Provenance", version=__version__, path="/schema"),

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -204,12 +207,33 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _metrics_dir() -> Path | None:
+    """One PROMETHEUS_MULTIPROC_DIR for every worker of this server, so a scrape that reaches any one of them
+    reports all of them (provenance.metrics). The workers inherit it from this process's environment, and it
+    must be set before prometheus-client is first imported, here as in each worker. An operator's own folder
+    is emptied (counts from an earlier run would be added to this one's); otherwise a fresh one is made, and
+    returned so that it can be removed when the server stops."""
+    given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if given:
+        folder = Path(given)
+        folder.mkdir(parents=True, exist_ok=True)
+        for stale in folder.glob("*.db"):
+            stale.unlink()
+        return None
+    made = Path(tempfile.mkdtemp(prefix="provenance-metrics-"))
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(made)
+    return made
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from provenance.serving import http_protocol
 
     settings = _settings()
+    made = _metrics_dir() if settings.metrics.enabled else None
+    if made is not None:
+        atexit.register(shutil.rmtree, made, ignore_errors=True)
     host = args.host or settings.server.host
     port = args.port or settings.server.port
     if settings.database.url is None:

@@ -20,9 +20,18 @@ RuntimeError
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 from provenance.ports import Usage
+
+# What went wrong with a model call, for the metrics (provenance_model_errors_total{kind}): the API was slow,
+# said no, could not be reached, or sent something we could not read; or its output was cut off, called no
+# tool, or did not parse.
+ModelErrorKind = Literal[
+    "timeout", "http_status", "connection", "malformed", "cut_off", "no_tool_call", "bad_output", "other"
+]
 
 
 class ErrorBody(msgspec.Struct, frozen=True):
@@ -94,18 +103,25 @@ class CorpusConflict(ConfigurationError):
 
 class ModelError(Exception):
     """A model call failed after bounded retries; the request ends `blocked` with `model_error`. `usage` is
-    what a call that was billed cost (None when nothing was billed)."""
+    what a call that was billed cost (None when nothing was billed); `call` is which call failed
+    (screening, generation, claims) and `kind` how."""
 
-    def __init__(self, message: str, usage: Usage | None = None) -> None:
+    def __init__(
+        self, message: str, usage: Usage | None = None, *, call: str = "unknown", kind: ModelErrorKind = "other"
+    ) -> None:
         super().__init__(message)
         self.usage = usage
+        self.call = call
+        self.kind: ModelErrorKind = kind
 
 
 class ModelOutputError(ModelError):
     """The call succeeded and was billed, but its tool output was unusable; `usage` is what it cost."""
 
-    def __init__(self, message: str, usage: Usage) -> None:
-        super().__init__(message, usage)
+    def __init__(
+        self, message: str, usage: Usage, *, call: str = "unknown", kind: ModelErrorKind = "bad_output"
+    ) -> None:
+        super().__init__(message, usage, call=call, kind=kind)
 
 
 class SettingsError(ValueError):

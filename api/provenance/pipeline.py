@@ -32,6 +32,7 @@ from provenance.models import (
     Stages,
     Status,
 )
+from provenance.observe import AskObserver, NoObserver
 from provenance.passages import ScoredPassage
 from provenance.ports import Profile, Usage, Verification
 from provenance.reasons import explain, headline_for
@@ -72,14 +73,19 @@ class Pipeline:
         embedder: Embedder,
         profile: Profile,
         guards: Guards | None = None,
+        observer: AskObserver | None = None,
     ) -> None:
         self._settings = settings
         self.store = store
         self.embedder = embedder
         self._profile = profile
         self._guards: Guards = guards or NoGuards()
+        self._observer: AskObserver = observer or NoObserver()
         self.admission = Admission(
-            settings.server.ask_concurrency, settings.server.ask_queue_max, settings.server.ask_queue_timeout_s
+            settings.server.ask_concurrency,
+            settings.server.ask_queue_max,
+            settings.server.ask_queue_timeout_s,
+            on_change=self._observer.admission,
         )
         # corpus name -> its embedding model and version, as of the last look at the database
         self.corpora: dict[str, KnownCorpus] = {}
@@ -101,7 +107,7 @@ class Pipeline:
     def with_settings(self, settings: Settings) -> Pipeline:
         """The same store, embedder, profile and guards under other settings (the eval's k sweep), knowing the
         corpora this one knows: the profile has already learnt their vocabulary, so nothing is reloaded."""
-        other = Pipeline(settings, self.store, self.embedder, self._profile, self._guards)
+        other = Pipeline(settings, self.store, self.embedder, self._profile, self._guards, self._observer)
         other.corpora = dict(self.corpora)
         other.corpus_check_every_s = self.corpus_check_every_s
         other._corpus_checked = self._corpus_checked
@@ -179,9 +185,11 @@ class Pipeline:
         corpus = await self.resolve_corpus(corpus)
         run = _Run(self, question, request_id, Stages(), started, corpus, on_candidate)
         admitted = await self._at_the_door(run, turnstile_token, peer_ip, headers or {}, use_cache)
-        if isinstance(admitted, Outcome):
-            return admitted
-        return await self._charged(run, admitted, use_cache)
+        outcome = admitted if isinstance(admitted, Outcome) else await self._charged(run, admitted, use_cache)
+        # Counted here, where every answer passes (cached, blocked at the door, or the whole run; streamed or
+        # not): by what happened, not by the HTTP status it leaves with.
+        self._observer.outcome(outcome.response)
+        return outcome
 
     async def _at_the_door(
         self,
@@ -301,6 +309,7 @@ class Pipeline:
                     outcome = await self._answer(run, usages)
             except ModelError as exc:
                 log.warning("model error", error=str(exc))
+                self._observer.model_error(exc)
                 # A call that was billed but gave unusable output (ModelOutputError) still costs its usage.
                 billed = exc.usage
                 if billed is not None:

@@ -11,6 +11,7 @@ import asyncpg
 from provenance.db import create_pool, migrate, resolve_database_url
 from provenance.embedder import BatchingEmbedder, Embedder, get_embedder
 from provenance.guards.base import Guards
+from provenance.metrics import PrometheusObserver
 from provenance.pipeline import Pipeline
 from provenance.ports import Profile
 from provenance.profiles.local import build_local_profile
@@ -81,7 +82,8 @@ async def build_services(
     store = Store(pool, settings.database.timeout_s)
     embedder = load_embedder(settings)
     profile = build_profile(settings, embedder)
-    pipeline = Pipeline(settings, store, embedder, profile, guards(settings, store) if with_guards else None)
+    observer = PrometheusObserver(settings) if settings.metrics.enabled else None
+    pipeline = Pipeline(settings, store, embedder, profile, guards(settings, store) if with_guards else None, observer)
     await pipeline.refresh_corpus()
     services = Services(settings, pool, store, embedder, profile, pipeline)
     if profile.warmup is not None and warm:

@@ -23,6 +23,9 @@ RetrievalMode = Literal["vector", "hybrid"]
 LocalModels = Literal["features", "trained"]
 
 
+METRICS_TOKEN_MIN_CHARS = 16
+
+
 def _cores() -> int:
     # The cores this process may run on (a container's CPU set), not the host's count.
     try:
@@ -105,6 +108,13 @@ class GuardSettings(msgspec.Struct, frozen=True, kw_only=True):
     daily_budget_usd: float = 5.0
 
 
+class MetricsSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """GET /metrics: on unless turned off; read from loopback (without TRUSTED_PROXIES) or with the token."""
+
+    enabled: bool = True
+    token: str | None = None
+
+
 class AnthropicSettings(msgspec.Struct, frozen=True, kw_only=True):
     api_key: str | None = None
     base_url: str | None = None
@@ -126,6 +136,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     retrieval: RetrievalSettings = msgspec.field(default_factory=RetrievalSettings)
     gate: GateSettings = msgspec.field(default_factory=GateSettings)
     guards: GuardSettings = msgspec.field(default_factory=GuardSettings)
+    metrics: MetricsSettings = msgspec.field(default_factory=MetricsSettings)
     anthropic: AnthropicSettings = msgspec.field(default_factory=AnthropicSettings)
 
     @property
@@ -194,6 +205,8 @@ VARIABLES: dict[str, tuple[str | None, str]] = {
     "TRUSTED_PROXIES": ("guards", "trusted_proxies"),
     "CACHE_TTL_S": ("guards", "cache_ttl_s"),
     "DAILY_BUDGET_USD": ("guards", "daily_budget_usd"),
+    "METRICS_ENABLED": ("metrics", "enabled"),
+    "METRICS_TOKEN": ("metrics", "token"),
     "ANTHROPIC_API_KEY": ("anthropic", "api_key"),
     "ANTHROPIC_BASE_URL": ("anthropic", "base_url"),
     "ANTHROPIC_MODEL": ("anthropic", "model"),
@@ -293,6 +306,10 @@ def _validate(s: Settings) -> None:
             raise SettingsError(message)
     if s.profile == "anthropic" and not s.anthropic.api_key:
         raise SettingsError("PROFILE=anthropic needs ANTHROPIC_API_KEY")
+    token = s.metrics.token
+    if token is not None and (len(token) < METRICS_TOKEN_MIN_CHARS or any(c.isspace() for c in token)):
+        # A short token could be guessed from the outside; one with spaces could never be sent in a header.
+        raise SettingsError(f"METRICS_TOKEN must be at least {METRICS_TOKEN_MIN_CHARS} characters, without spaces")
     if db.url is not None and not db.url.startswith(("postgres://", "postgresql://")):
         raise SettingsError("DATABASE_URL must start with postgres:// or postgresql://")
     for proxy in guards.trusted_proxies:

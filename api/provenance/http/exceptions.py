@@ -11,7 +11,8 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.types import ExceptionHandlersMap
 
-from provenance.errors import DatabaseUnavailable, ErrorBody, ErrorEnvelope, ServiceError
+from provenance import metrics
+from provenance.errors import DatabaseUnavailable, ErrorBody, ErrorEnvelope, Overloaded, ServiceError
 from provenance.http import messages
 from provenance.logs import get_logger
 
@@ -65,12 +66,17 @@ def _handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Respons
 
 
 def _handle_service(request: Request[Any, Any, Any], exc: ServiceError) -> Response[Any]:
+    if isinstance(exc, Overloaded):
+        metrics.overloaded()
+    elif isinstance(exc, DatabaseUnavailable):
+        metrics.database_unavailable("request")
     return _error(exc.status, exc.code, exc.message, exc.headers)
 
 
 def _handle_any(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     if isinstance(exc, _DB_ERRORS):
         log.warning("database unavailable", error=repr(exc))
+        metrics.database_unavailable("request")
         db = DatabaseUnavailable()
         return _error(db.status, db.code, db.message, db.headers)
     log.exception("unhandled error", path=request.url.path)

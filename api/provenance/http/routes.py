@@ -15,7 +15,7 @@ from litestar.openapi import ResponseSpec
 from litestar.openapi.spec import OpenAPI, Schema
 from litestar.params import FromPath, JSONBody
 
-from provenance import __version__
+from provenance import __version__, metrics
 from provenance.corpora import default_of
 from provenance.errors import BadRequest, ErrorEnvelope, NotFound, Overloaded, ServiceError, UnknownCorpus
 from provenance.models import (
@@ -73,6 +73,7 @@ async def healthz(services: NamedDependency[Services]) -> Response[Health]:
         count, corpus, db_up, busy = None, None, True, True
     except Exception:
         count, corpus, db_up = None, None, False
+        metrics.database_unavailable("healthz")
     body = Health(
         status="ok" if db_up and not busy else "degraded",
         database="up" if db_up else "down",

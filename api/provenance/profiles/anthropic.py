@@ -20,6 +20,7 @@ import msgspec
 from anthropic import AsyncAnthropic
 from anthropic.types import Message, ToolChoiceToolParam, ToolParam, ToolUseBlock
 
+from provenance import metrics
 from provenance.embedder import Embedder
 from provenance.errors import ModelError, ModelOutputError
 from provenance.passages import ScoredPassage
@@ -107,6 +108,9 @@ async def call_tool(
     """One Messages call forced to `tool`; returns the tool input and the usage. Failures → ModelError."""
     name = tool["name"]
     choice: ToolChoiceToolParam = {"type": "tool", "name": name}
+    call = call_name(what)
+    # One call as the pipeline sees it; the SDK's own retries within it are not counted apart.
+    metrics.model_call(call)
     try:
         response = await client.messages.create(
             model=model,
@@ -118,28 +122,44 @@ async def call_tool(
         )
     # Messages name the failure only: SDK errors can carry response bodies, and none of it helps a caller.
     except anthropic.APITimeoutError:
-        raise ModelError(f"{what}: the model call timed out") from None
+        raise ModelError(f"{what}: the model call timed out", call=call, kind="timeout") from None
     except anthropic.APIStatusError as exc:
-        raise ModelError(f"{what}: the model API answered HTTP {exc.status_code}") from None
+        raise ModelError(
+            f"{what}: the model API answered HTTP {exc.status_code}", call=call, kind="http_status"
+        ) from None
     except anthropic.APIConnectionError:
-        raise ModelError(f"{what}: could not reach the model API") from None
+        raise ModelError(f"{what}: could not reach the model API", call=call, kind="connection") from None
     except anthropic.AnthropicError as exc:
-        raise ModelError(f"{what}: the model call failed ({type(exc).__name__})") from None
+        raise ModelError(f"{what}: the model call failed ({type(exc).__name__})", call=call) from None
     except ValueError as exc:
         # The SDK lets a non-JSON body (say, a proxy's HTML error page) escape as JSONDecodeError.
-        raise ModelError(f"{what}: the model API sent an unreadable response") from exc
+        raise ModelError(f"{what}: the model API sent an unreadable response", call=call, kind="malformed") from exc
     try:
         usage = _usage(model, response)
         content = list(response.content)
     except (AttributeError, TypeError) as exc:
         # Without strict validation the SDK builds its models from whatever JSON arrived.
-        raise ModelError(f"{what}: the model API sent a malformed response") from exc
+        raise ModelError(f"{what}: the model API sent a malformed response", call=call, kind="malformed") from exc
     if response.stop_reason == "max_tokens":
-        raise ModelOutputError(f"{what}: the model's output was cut off at max_tokens", usage)
+        cut_off = f"{what}: the model's output was cut off at max_tokens"
+        raise ModelOutputError(cut_off, usage, call=call, kind="cut_off")
     for block in content:
         if isinstance(block, ToolUseBlock) and block.name == name and isinstance(block.input, dict):
             return dict(block.input), usage
-    raise ModelOutputError(f"{what}: the model did not call {name} (stop_reason={response.stop_reason})", usage)
+    raise ModelOutputError(
+        f"{what}: the model did not call {name} (stop_reason={response.stop_reason})",
+        usage,
+        call=call,
+        kind="no_tool_call",
+    )
+
+
+# The metrics' name for each call: short, and without the space "claim checking" has in messages.
+_CALL_NAMES = {"screening": "screening", "generation": "generation", "claim checking": "claims"}
+
+
+def call_name(what: str) -> str:
+    return _CALL_NAMES.get(what, "other")
 
 
 def _parse(raw: dict[str, object], kind: type[_T], usage: Usage, what: str, list_fields: Sequence[str] = ()) -> _T:
@@ -153,7 +173,7 @@ def _parse(raw: dict[str, object], kind: type[_T], usage: Usage, what: str, list
     try:
         return msgspec.convert(data, kind, strict=False)
     except msgspec.ValidationError as exc:
-        raise ModelOutputError(f"{what}: malformed tool output ({exc})", usage) from None
+        raise ModelOutputError(f"{what}: malformed tool output ({exc})", usage, call=call_name(what)) from None
 
 
 # --- the ports -------------------------------------------------------------------------------------
