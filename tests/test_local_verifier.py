@@ -10,7 +10,13 @@ from provenance.passages import ScoredPassage
 from provenance.ports import ClaimVerdict
 from provenance.profiles.local import ExtractiveGenerator
 from provenance.verifiers.features import FeatureVerifier, build_feature_verifier
-from provenance.verifiers.support import FACT_VETO, NEGATION_VETO, QUOTED_SUPPORT, SupportJudge
+from provenance.verifiers.support import (
+    FACT_VETO,
+    NEGATION_VETO,
+    NOT_SELF_CONTAINED_CAP,
+    QUOTED_SUPPORT,
+    SupportJudge,
+)
 from provenance.verifiers.vectors import SentenceEmbeddings
 
 PASSAGE = ScoredPassage(
@@ -160,6 +166,15 @@ def test_support_a_flipped_rule_is_vetoed(support_judge: SupportJudge) -> None:
     assert judged.veto == "negation_flipped" and judged.score <= NEGATION_VETO
     # Its words are all the passage's: only the veto tells it apart.
     assert judged.features is not None and judged.features.coverage == 1.0
+
+
+def test_support_a_claim_pointing_outside_itself_is_capped(support_judge: SupportJudge) -> None:
+    # "It" is the keyfob only in the sentence before; on its own the claim says nothing the passage states.
+    (judged,) = support_judge.judge(["It costs $15."], [KEYFOB])[0]
+    assert judged.veto == "not_self_contained" and judged.score == NOT_SELF_CONTAINED_CAP
+    # A self-contained restatement of the same fact passes.
+    (restated,) = support_judge.judge(["Replacing a keyfob costs $15."], [KEYFOB])[0]
+    assert restated.veto is None and restated.score >= 0.7
 
 
 def test_support_ignores_the_question(verifier: FeatureVerifier) -> None:

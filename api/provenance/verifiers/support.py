@@ -16,7 +16,9 @@ A changed fact fails:
   other facts vetoes the claim;
 - so is a flipped rule: the claim and the sentence that shares most of its words disagree on whether they
   deny or restrict ("may" for "must not"; "only" and "except" restrict);
-- an added clause brings words the window lacks, which the score counts against the claim.
+- an added clause brings words the window lacks, which the score counts against the claim;
+- a claim that opens with a word pointing outside it ("the latter", "it") is not self-contained, and its
+  support is capped: what it states depends on a sentence it doesn't include.
 
 The score is a logistic model over three named features (coverage, added, similarity) whose weights are
 set from `evals/calibrate_support.py`'s report on hand-written pairs (see `support_source` in
@@ -43,6 +45,13 @@ QUOTED_SUPPORT = 1.0
 FACT_VETO = 0.02
 # The cap on a claim whose rule is the passage's, flipped.
 NEGATION_VETO = 0.05
+# The cap on a claim that is not self-contained: it opens with a word that points outside it ("the latter",
+# "it", "they"), so what it states depends on a sentence it doesn't include, and the passages can't be said
+# to state it. A whole sentence quoted word for word is exempt: the passage states it as it stands.
+NOT_SELF_CONTAINED_CAP = 0.3
+_POINTS_OUTSIDE = re.compile(
+    r"^\W*(the (former|latter)|it|its|they|their|them|this|these|those|he|she|his|her|such)\b", re.IGNORECASE
+)
 # A word that only starts or ends another of at least this many letters is the same word ("fob"/"keyfob",
 # "replac"/"replacement").
 COMPOUND_MIN = 3
@@ -288,6 +297,8 @@ class SupportJudge:
             return PassageSupport(passage.id, QUOTED_SUPPORT, True, start, end)
         if not sentences:
             return PassageSupport(passage.id, 0.0, False, 0, 0)
+        if _POINTS_OUTSIDE.match(claim):
+            return PassageSupport(passage.id, NOT_SELF_CONTAINED_CAP, False, 0, 0, veto="not_self_contained")
         # Numbers are checked as facts, not as words to cover.
         claim_terms = {k: v for k, v in surface_terms(claim).items() if not k.isdigit() and v not in LIGHT_WORDS}
         heading = surface_terms(passage.heading)
