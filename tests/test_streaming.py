@@ -20,7 +20,7 @@ from provenance import text as T
 from provenance.evals import load_cases
 from provenance.guards.spend import utc_day
 from provenance.http.streaming import WIRE_KEYS, _Events, stream_ask
-from provenance.models import AdmissionStage, AskResponse, StageRecord
+from provenance.models import AdmissionStage, AskResponse, SpendStage, StageRecord
 from provenance.pipeline import OnStage, Outcome, Pipeline
 from provenance.services import Services
 from provenance.settings import REPO_ROOT, Settings
@@ -200,13 +200,14 @@ async def test_no_event_tells_a_refused_answers_text(corpus_services: Services) 
 async def test_an_error_after_the_stream_began_is_an_error_event() -> None:
     async def run(on_stage: OnStage) -> Outcome:
         on_stage("admission", AdmissionStage(status="ok"))
+        on_stage("spend", SpendStage(status="ok"))
         await asyncio.sleep(0)
         raise OSError("connection refused")
 
     response = await stream_ask(run, "req-1", "/ask")
     body = b"".join([chunk async for chunk in response.iterator]).decode()  # type: ignore[attr-defined]
     events = list(parse_sse(iter(body.splitlines())))
-    assert [e.event for e in events] == ["start", "stage", "error"]
+    assert [e.event for e in events] == ["start", "stage", "stage", "error"]
     assert events[-1].data == {
         "error": {"code": "database_unavailable", "message": events[-1].data["error"]["message"]}
     }

@@ -11,7 +11,8 @@ The events, each `data` one JSON object:
   no stage record holds the answer's text (pipeline.py);
 - `error`: `{"error": {"code", "message"}}`, when the run fails after the stream began (a database outage).
 
-The stream starts once the request holds a pipeline slot. A request settled before that (bad input, the bot
+The stream starts once the request holds a pipeline slot (and its place in the hourly limit: the spend cap's
+first record says both). A request settled before that (bad input, the bot
 check, the rate limit, the deny-list, a full or slow admission queue) is answered exactly as a JSON request
 is, with its status and body; a cached answer streams its stored stages at once.
 
@@ -79,7 +80,10 @@ class _Events:
 
     def on_stage(self, name: str, record: StageRecord) -> None:
         self.queue.put_nowait(self.stage(name, record))
-        if name == "admission":
+        # The spend cap's reservation comes once the request holds a slot and has taken its place in the hourly
+        # limit: from here on nothing is answered with a status of its own (a 429 for a place another request
+        # took while this one waited stays a JSON 429).
+        if name == "spend":
             self.admitted.set()
 
     def done(self, _: object) -> None:
