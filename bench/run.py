@@ -5,7 +5,8 @@
 One embedded PostgreSQL in a temporary DATA_DIR serves the whole run. Against real `provenance serve`
 subprocesses (local profile, rate limit off, ingesting corpus/) it measures: uncached /ask (CACHE_TTL_S=0)
 with the embedder micro-batched and one embedding at a time, side by side (httpx as the client), latency
-p50/p95/p99 and throughput at concurrency 1, 8 and 32, and the per-stage breakdown at concurrency 1;
+p50/p95/p99 and throughput at concurrency 1, 8 and 32, and the per-stage breakdown at concurrency 1; the
+streamed /ask at concurrency 1 and 8 (bench/streaming.py: each stage's event from the server to the client);
 cached /ask beside its floor (bench/floor.py, a bare app running only the cache read; raw-socket client)
 under h11/asyncio, uvloop/httptools and two workers; and the peak memory of the server's processes and
 of Postgres. In process it measures ingest throughput (forced re-embed of corpus/), ingest by format
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import cached_layers, floor, ingest_formats, scaling, vector_scale
+from bench import cached_layers, floor, ingest_formats, scaling, streaming, vector_scale
 from bench.common import machine, percentile, scratch_store
 from bench.server import REPO_ROOT, LoadResult, Sampler, Server, load_questions, measured_load
 from provenance.embedder import Embedder
@@ -74,6 +75,7 @@ class Report:
     vectors: list[dict[str, float]] = field(default_factory=list)
     anthropic: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     scaling_text: str = ""
+    streaming_text: str = ""  # bench/streaming.py's section
 
 
 def log(message: str) -> None:
@@ -409,6 +411,7 @@ def render(report: Report) -> str:
         f"The issue-4 target is p50 ≤ 150 ms total on this 2-core machine: this run's server-side p50 was "
         f"{total_p50:.1f} ms, so it **{target}** the target at this load.",
         "",
+        report.streaming_text or f"{streaming.TITLE}\n\n(not measured)\n",
         "## Cached /ask beside its floor",
         "",
         "`bench/floor.py`: the real server with its cache filled with "
@@ -510,6 +513,11 @@ def main() -> int:
         # Held for the whole run: every server joins this Postgres, and the in-process phases use it.
         os.environ["DATABASE_URL"] = start_embedded(data_dir / "pg")
         http_phase(report, data_dir, questions)
+        log("streamed /ask (bench/streaming.py)")
+        with Server(data_dir, CACHE_TTL_S="0", ingest=False) as server:
+            server.settle()
+            runs = streaming.measure(server, questions, log=log)
+        report.streaming_text = streaming.section(runs, 32, report.machine)
         log("a cached answer's CPU, layer by layer (bench/cached_layers.py)")
         report.layers = cached_layers.run(3000)
         log("what the metrics cost a cached answer (bench/cached_layers.py --metrics)")

@@ -1,7 +1,9 @@
 // Provenance page: load /config and /corpora, ask /ask, render the outcome. No framework, no build step.
-// What the page says it answers from, and its example questions, come from the served corpora.
+// What the page says it answers from, and its example questions, come from the served corpora. The answer is
+// streamed (each stage as it completes) where the browser can read a fetch body, else asked for as JSON.
 import { h, fmtWait, capitalise } from './dom.js';
-import { renderResponse } from './render.js';
+import { renderResponse, renderProgress } from './render.js';
+import { sseEvents } from './sse.js';
 
 const UNCOVERED = "Ask something the docs don't cover";
 const FALLBACK_CONFIG = { profile: null, turnstileSiteKey: null, maxQuestionChars: 500 };
@@ -141,13 +143,8 @@ async function ask(raw) {
     if (state.corpora.length > 1 && state.corpus) body.corpus = state.corpus;
     const token = await turnstileToken();
     if (token) body.turnstileToken = token;
-    const res = await fetch('/ask', {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
-      body: JSON.stringify(body),
-      signal: controller.signal,
-    });
-    const data = await res.json().catch(() => null);
+    // The stream, unless it fails before the answer arrives: then the same question as one JSON request.
+    const { res, data } = (await askStreaming(body, controller.signal)) || (await askJson(body, controller.signal));
     const retryAfter = parseRetryAfter(res.headers.get('Retry-After'));
     if (data && typeof data.status === 'string' && data.stages) {
       const corpus = typeof data.corpus === 'string' ? data.corpus : null;
@@ -167,6 +164,64 @@ async function ask(raw) {
     setBusy(false);
     resetTurnstile();
   }
+}
+
+async function askJson(body, signal) {
+  const res = await fetch('/ask', {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
+    body: JSON.stringify(body),
+    signal,
+  });
+  return { res, data: await res.json().catch(() => null) };
+}
+
+// An `error` event's status, as the same error as JSON would have had.
+const STREAM_ERROR_STATUS = { database_unavailable: 503, overloaded: 503 };
+
+/**
+ * Ask with `Accept: text/event-stream`: the pipeline panel fills as each stage's event arrives, and the
+ * AskResponse comes last. A request the server settles before the pipeline runs comes back as JSON, as
+ * always. Null when the stream can't be read or ends without an answer (the caller then asks as JSON).
+ */
+async function askStreaming(body, signal) {
+  if (typeof TextDecoderStream === 'undefined') return null;
+  let res;
+  try {
+    res = await fetch('/ask', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Accept: 'text/event-stream' },
+      body: JSON.stringify(body),
+      signal,
+    });
+  } catch (err) {
+    if (err.name === 'AbortError') throw err;
+    return null;
+  }
+  if (!(res.headers.get('Content-Type') || '').startsWith('text/event-stream')) {
+    return { res, data: await res.json().catch(() => null) };
+  }
+  if (!res.body) return null;
+  const live = { order: [], records: new Map() };
+  try {
+    for await (const { event, data } of sseEvents(res.body)) {
+      if (event === 'start') {
+        live.order = Array.isArray(data.stages) ? data.stages : [];
+        els.summary.replaceChildren();
+      } else if (event === 'stage' && data && typeof data.stage === 'string') {
+        live.records.set(data.stage, data.record || {});
+      } else if (event === 'response') {
+        return { res, data };
+      } else if (event === 'error') {
+        const code = data && data.error && data.error.code;
+        return { res: { ok: false, status: STREAM_ERROR_STATUS[code] || 500, headers: res.headers }, data };
+      }
+      if (event === 'start' || event === 'stage') renderProgress(els.details, live);
+    }
+  } catch (err) {
+    if (err.name === 'AbortError') throw err;
+  }
+  return null;
 }
 
 function errorText(res, data, retryAfter) {

@@ -30,7 +30,11 @@ const STAGE_NAMES = new Map(STAGES.map(([key, id, label]) => [key, [id, label]])
 /** The stages of a response in the pipeline's order, as [key, test id, label]; a stage this page does not
  * name yet still shows, named after its key. */
 function stagesOf(resp) {
-  const keys = Object.keys(resp.stages || {});
+  return namedStages(Object.keys(resp.stages || {}));
+}
+
+/** Stage keys in the server's order (a response's `stages`, a stream's `start` event) as [key, test id, label]. */
+function namedStages(keys) {
   return (keys.length ? keys : STAGES.map(([key]) => key)).map((key) => {
     if (STAGE_NAMES.has(key)) return [key, ...STAGE_NAMES.get(key)];
     const words = key.replace(/[A-Z]/g, (c) => ` ${c.toLowerCase()}`); // lexicalCheck -> "lexical check"
@@ -96,7 +100,8 @@ export function renderResponse(summary, details, resp, opts = {}) {
   const passages = stages.retrieval?.passages || [];
   const claims = stages.groundedness?.claims || [];
   const labels = new Map(passages.map((p, i) => [p.id, `P${i + 1}`]));
-  const ctx = { passages, labels, loadPassage: opts.loadPassage };
+  const g = stages.groundedness || {};
+  const ctx = { passages, labels, loadPassage: opts.loadPassage, spans: (id) => highlightsOf(id, resp, g) };
 
   summary.replaceChildren(verdictBanner(resp), questionEcho(resp.question),
     resp.status === 'answered' ? answerBlock(resp, ctx) : whyBlock(resp, opts.retryAfter));
@@ -164,12 +169,14 @@ async function fillCitationPane(pane, c, ctx) {
   try {
     if (!ctx.loadPassage) throw new Error('no loader');
     const p = await ctx.loadPassage(c.passageId);
-    pane.replaceChildren(h('blockquote', { class: 'passage-text', text: p.text }),
+    // The offsets are into the text the checks read: the stored passage, unless the quarantine held some back.
+    const marks = known && known.text === p.text ? ctx.spans(c.passageId) : [];
+    pane.replaceChildren(h('blockquote', { class: 'passage-text' }, highlighted(p.text, marks)),
       h('p', { class: 'passage-meta' }, h('code', { text: p.id }),
         isNum(p.tokenCount) ? ` · ${p.tokenCount} tokens` : '', p.embeddingModel ? ` · ${p.embeddingModel}` : ''));
   } catch (err) {
     pane.replaceChildren(known
-      ? h('blockquote', { class: 'passage-text', text: known.text })
+      ? h('blockquote', { class: 'passage-text' }, highlighted(known.text, ctx.spans(c.passageId)))
       : h('p', { class: 'muted', text: `The passage could not be loaded (${err.message}).` }));
   }
 }
@@ -243,7 +250,7 @@ function evidenceBlock(resp, ctx) {
   });
 
   const passageList = h('ol', { class: 'passages' }, ctx.passages.map((p, i) => passageCard(p, i, ctx, {
-    supports: supports.get(p.id) || [], cited: cited.has(p.id), used: used.has(p.id),
+    supports: supports.get(p.id) || [], cited: cited.has(p.id), used: used.has(p.id), refused: resp.status === 'refused', g,
   })));
   const scale = passageScale(ctx.passages);
 
@@ -280,8 +287,9 @@ function passageScale(passages) {
   return { relative, scale: relative ? max : 1 };
 }
 
-function passageCard(p, i, ctx, { supports, cited, used }) {
+function passageCard(p, i, ctx, { supports, cited, used, refused, g }) {
   const { scale } = passageScale(ctx.passages);
+  const closest = refused && p.closest ? closestWords(p.closest, g) : null;
   const marks = [];
   if (supports.length) marks.push(h('span', { class: 'mark mark--support', text: `Supports claim${supports.length > 1 ? 's' : ''} ${supports.join(', ')}` }));
   if (cited) marks.push(h('span', { class: 'mark mark--cited', text: 'Cited' }));
@@ -297,8 +305,77 @@ function passageCard(p, i, ctx, { supports, cited, used }) {
       h('span', { class: 'passage__score' }, scoreBar(p.score, { tone: 'info', scale, label: 'Retrieval score' }),
         h('span', { class: 'num', text: fmtScore(p.score) }))),
     h('div', { class: 'passage__body' },
-      h('p', { class: 'passage-text', text: p.text }),
-      h('p', { class: 'passage-meta' }, h('code', { text: p.id })))));
+      h('p', { class: 'passage-text' }, highlighted(p.text, ctx.spans(p.id))),
+      h('p', { class: 'passage-meta' }, h('code', { text: p.id })))),
+  closest ? closestLine(p, closest) : null);
+}
+
+/* ---------- highlights: where in a passage the server found what mattered ---------- */
+
+/** What to mark in passage `id`: each claim's evidence (the support check's window, from the server), and on
+ * a refusal the passage's sentence closest to the question. */
+function highlightsOf(id, resp, g) {
+  const spans = [];
+  (g.claims || []).forEach((c, i) => {
+    for (const e of c.evidence || []) {
+      if (e.passageId !== id) continue;
+      const compared = !(c.support >= g.minClaimThreshold);
+      spans.push({
+        start: e.start, end: e.end, cls: compared ? 'hl--compared' : 'hl--support', testid: 'evidence-highlight',
+        title: `${compared ? 'Compared with' : 'Supports'} claim ${i + 1}`,
+      });
+    }
+  });
+  const p = (resp.stages?.retrieval?.passages || []).find((x) => x.id === id);
+  if (resp.status === 'refused' && p && p.closest) {
+    spans.push({ start: p.closest.start, end: p.closest.end, cls: 'hl--closest', testid: 'closest-highlight', title: capitalise(closestWords(p.closest, g)) });
+  }
+  return spans;
+}
+
+/** The text with `spans` marked. Offsets are the server's, in Unicode code points ([start, end)), so the text
+ * is split into code points first: JavaScript's string indices count UTF-16 units. Where spans overlap, the
+ * earlier one is marked in full and the later from where it ends. */
+export function highlighted(text, spans) {
+  const chars = Array.from(String(text || ''));
+  // One mark for spans over the same words (a refused claim quoted from the sentence closest to the question):
+  // both classes and both titles; the later span's test id (the closest sentence's is pushed last).
+  const same = new Map();
+  for (const s of spans || []) {
+    if (!(isNum(s.start) && isNum(s.end) && s.end > s.start && s.start < chars.length)) continue;
+    const key = `${s.start}:${s.end}`;
+    const had = same.get(key);
+    same.set(key, had ? { ...s, cls: `${had.cls} ${s.cls}`, title: `${had.title}; ${s.title}` } : s);
+  }
+  const ok = [...same.values()].sort((a, b) => a.start - b.start || b.end - a.end);
+  const out = [];
+  let at = 0;
+  for (const s of ok) {
+    const start = Math.max(s.start, at);
+    const end = Math.min(s.end, chars.length);
+    if (end <= start) continue;
+    if (start > at) out.push(chars.slice(at, start).join(''));
+    out.push(h('mark', { class: `hl ${s.cls}`, title: s.title, 'data-testid': s.testid }, chars.slice(start, end).join('')));
+    at = end;
+  }
+  if (at < chars.length) out.push(chars.slice(at).join(''));
+  return out;
+}
+
+/** A refusal's pointer, never a verdict: the sentence "may answer" only when the verifier judged it at least
+ * uncertain, else it is just the closest. */
+function closestWords(c, g) {
+  const uncertain = isNum(g.relevanceUncertain) ? g.relevanceUncertain : 0.4;
+  return c.by === 'relevance' && isNum(c.score) && c.score >= uncertain
+    ? 'may answer your question — check it' : 'closest to your question';
+}
+
+function closestLine(p, words) {
+  const sentence = Array.from(p.text).slice(p.closest.start, p.closest.end).join('');
+  return h('p', { class: 'passage__closest', 'data-testid': 'closest', 'data-by': p.closest.by },
+    h('span', { class: 'passage__closest-label', text: `${capitalise(words)}:` }), ' ',
+    h('mark', { class: 'hl hl--closest', text: sentence }),
+    h('span', { class: 'passage__closest-score', text: ` (${p.closest.by === 'relevance' ? 'relevance' : 'similarity'} ${fmtScore(p.closest.score)})` }));
 }
 
 /** A claim's two judgments, each in words: is it in the documents, and does it answer the question. */
@@ -403,6 +480,31 @@ function pipelinePanel(resp) {
     cached ? cachedNote(stages.cache) : null,
     h('ol', { class: 'stages' }, order.map(([key, id, label], i) => stageRow(key, id, label, i, stages[key] || { status: 'skipped' },
       cached && !LIVE_ON_CACHE_HIT.has(key)))));
+}
+
+/**
+ * While the stream runs: the stages told so far, in the pipeline's order (`live.order`, from the stream's
+ * `start` event), and a running indicator on the first stage not told yet.
+ */
+export function renderProgress(details, live) {
+  const order = namedStages(live.order || []);
+  const running = order.find(([key]) => !live.records.has(key));
+  const rows = order.map(([key, id, label], i) => {
+    if (live.records.has(key)) return stageRow(key, id, label, i, live.records.get(key) || { status: 'skipped' });
+    return running && key === running[0] ? runningRow(id, label, i) : null;
+  });
+  details.replaceChildren(h('section', { class: 'card pipeline', 'data-testid': 'pipeline-progress', 'aria-labelledby': 'progress-title', 'aria-busy': 'true' },
+    h('h3', { id: 'progress-title', class: 'card__title', text: 'How it is being decided' }),
+    h('p', { class: 'muted pipeline__sum', text: `${live.records.size} of ${order.length} stages done; the answer comes when the gate has decided.` }),
+    h('ol', { class: 'stages' }, rows)));
+}
+
+function runningRow(id, label, i) {
+  return h('li', { class: 'stage stage--running', 'data-testid': `stage-${id}`, 'data-stage-status': 'running' },
+    h('span', { class: 'stage__step', 'aria-hidden': 'true', text: i + 1 }),
+    h('span', { class: 'stage__name', text: label }),
+    h('span', { class: 'badge badge--running', 'data-testid': 'stage-badge' }, h('span', { class: 'spinner spinner--small', 'aria-hidden': 'true' }), ' running'),
+    h('span', { class: 'stage__ms', text: '…' }));
 }
 
 function cachedNote(cache) {

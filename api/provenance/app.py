@@ -20,6 +20,7 @@ from provenance.http.exceptions import EXCEPTION_HANDLERS
 from provenance.http.metrics import count_response, metrics_endpoint
 from provenance.http.middleware import request_middleware, security_headers
 from provenance.http.routes import ROUTES, declare_request_constraints, provide_services
+from provenance.http.streaming import declare_streaming
 from provenance.logs import configure_logging
 from provenance.metrics import worker_stopped
 from provenance.services import Services, build_services
@@ -77,4 +78,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         logging_config=None,
     )
     declare_request_constraints(app.openapi_schema, settings)
+    declare_streaming(app.openapi_schema)
     return app

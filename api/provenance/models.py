@@ -113,6 +113,18 @@ class ScreeningStage(Wire):
 Pages = Annotated[list[Annotated[int, msgspec.Meta(ge=1)]] | None, msgspec.Meta(description="pages, for a PDF")]
 
 
+class ClosestSentence(Wire):
+    """On a refusal: the passage's sentence closest to the question, [start, end) in the passage's `text`, by
+    the verifier's judgment of whether it answers the question (`relevance`), or, from a verifier that makes
+    none, by embedding similarity to the question (`similarity`). Where the answer was not found, not a
+    verdict that this sentence is it."""
+
+    start: int
+    end: int
+    score: float
+    by: Literal["relevance", "similarity"]
+
+
 class RetrievedPassage(Wire):
     id: str
     source: str
@@ -120,6 +132,8 @@ class RetrievedPassage(Wire):
     text: str
     score: float
     pages: Pages = None
+    # Set on a refusal only (pipeline._closest).
+    closest: ClosestSentence | None = None
 
 
 class RetrievalStage(Wire):
@@ -186,6 +200,16 @@ class LexicalStage(Wire):
     capped: int = 0
 
 
+class EvidenceSpan(Wire):
+    """Where in a passage a claim's support was found: [start, end) in the passage's `text` as the retrieval
+    record shows it, in Unicode code points, of the window of one or two sentences the support check scored
+    (a quoted claim's own sentence)."""
+
+    passage_id: str
+    start: int
+    end: int
+
+
 class ClaimResult(Wire):
     """One claim, judged twice, apart: whether the passages state it (`support`, judged without the question)
     and whether it answers the question (`relevance`)."""
@@ -208,6 +232,8 @@ class ClaimResult(Wire):
     relevance_capped_by: str | None = None
     # A sentence of a retrieved passage, word for word: what the documents say is certain.
     quoted: bool = False
+    # The sentence or two of each supporting passage (`supporting_passage_ids`) that the support check read.
+    evidence: list[EvidenceSpan] = msgspec.field(default_factory=list)
 
 
 Judgment = Literal["support", "relevance"]
@@ -252,6 +278,24 @@ class Stages(Wire):
     entailment: EntailmentStage = msgspec.field(default_factory=EntailmentStage)
     lexical_check: LexicalStage = msgspec.field(default_factory=LexicalStage)
     groundedness: GroundednessStage = msgspec.field(default_factory=GroundednessStage)
+
+
+# Any one stage's record: what `Stages` holds, and what a streamed /ask sends as each stage completes.
+StageRecord = (
+    BotCheckStage
+    | CacheStage
+    | RateLimitStage
+    | AdmissionStage
+    | SpendStage
+    | ScreeningStage
+    | RetrievalStage
+    | QuarantineStage
+    | GenerationStage
+    | DecompositionStage
+    | EntailmentStage
+    | LexicalStage
+    | GroundednessStage
+)
 
 
 class Citation(Wire):

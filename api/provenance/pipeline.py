@@ -2,9 +2,10 @@
 
 bot check -> cache -> rate limit -> deny-list -> admission -> spend cap -> screening -> retrieval ->
 quarantine -> generation -> decomposition -> entailment -> lexical check -> gate -> citations. Every stage
-leaves its record in `Stages`; a stage that did not run says so and why. A refused answer's text never
-leaves this module (debug log only), except to an in-process caller that asks for it by `on_candidate` (the
-eval harness, whose threshold sweep scores it).
+leaves its record in `Stages`; a stage that did not run says so and why, and a caller that passes `on_stage` is
+told each record as it is set (the streamed /ask). A refused answer's text never leaves this module (debug
+log only), except to an in-process caller that asks for it by `on_candidate` (the eval harness, whose
+threshold sweep scores it): no stage record holds it, and the gate's is told only once its claims are withheld.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from provenance.models import (
     ClaimResult,
     RateLimitStage,
     Reason,
+    StageRecord,
     Stages,
     Status,
 )
@@ -38,12 +40,13 @@ from provenance.ports import Profile, Usage, Verification
 from provenance.reasons import explain, headline_for
 from provenance.settings import Settings
 from provenance.stages.citations import citations_from_support
+from provenance.stages.closest import closest_sentences, with_closest
 from provenance.stages.decompose import decompose, decompose_and_verify
 from provenance.stages.entail import entail
 from provenance.stages.gate import gate
 from provenance.stages.generate import generate
 from provenance.stages.lexical import lexical_check
-from provenance.stages.quarantine import quarantine
+from provenance.stages.quarantine import QuarantineOutcome, quarantine
 from provenance.stages.retrieve import RetrievalOutcome, passage_records, retrieve
 from provenance.stages.screen import screen_classifier, screen_deny_list
 from provenance.store import CorpusStore
@@ -54,6 +57,10 @@ log = get_logger("provenance.pipeline")
 CORPUS_CHECK_EVERY_S = 5.0
 # Enough passages to learn the vocabulary of any handbook-sized corpus without loading a huge one whole.
 CORPUS_VOCABULARY_PASSAGES = 20_000
+
+# Told each stage's name (a `Stages` field) and record as the record is set; called in the pipeline's own
+# task, so it must not block.
+OnStage = Callable[[str, StageRecord], None]
 
 
 class Outcome(msgspec.Struct):
@@ -177,13 +184,16 @@ class Pipeline:
         use_cache: bool = True,
         corpus: str | None = None,
         on_candidate: Callable[[str], None] | None = None,
+        on_stage: OnStage | None = None,
     ) -> Outcome:
         """`on_candidate`, for in-process callers only, is told the generated answer (empty when the generator
-        found none) before it is checked, so also the answer of a request that ends refused."""
+        found none) before it is checked, so also the answer of a request that ends refused. `on_stage` is told
+        each stage's record as it is set (a stage that runs twice, the rate limit or the spend cap, twice);
+        the admission record means a pipeline slot is held."""
         started = time.perf_counter()
         await self.notice_new_corpus()
         corpus = await self.resolve_corpus(corpus)
-        run = _Run(self, question, request_id, Stages(), started, corpus, on_candidate)
+        run = _Run(self, question, request_id, Stages(), started, corpus, on_candidate, on_stage)
         admitted = await self._at_the_door(run, turnstile_token, peer_ip, headers or {}, use_cache)
         outcome = admitted if isinstance(admitted, Outcome) else await self._charged(run, admitted, use_cache)
         # Counted here, where every answer passes (cached, blocked at the door, or the whole run; streamed or
@@ -206,7 +216,7 @@ class Pipeline:
         # address (behind our proxies, not the proxy's), so resolve it once here.
         client_ip = self.guards.client_ip(peer_ip, headers)
         bot = await self.guards.bot_check(turnstile_token, headers.get("authorization"), client_ip)
-        stages.bot_check = bot.stage
+        run.record("bot_check", bot.stage)
         if bot.stage.status == "blocked":
             if bot.unauthorized:
                 # A bad bearer key is a failed authentication, not a forbidden request (RFC 6750 §3).
@@ -229,14 +239,14 @@ class Pipeline:
         # worked on (below), so one that waited and was turned away as overloaded never held a place.
         client_key = bot.client_key or client_ip
         look = await self.guards.rate_limit(client_key, count=False)
-        stages.rate_limit = look.stage
+        run.record("rate_limit", look.stage)
         if look.stage.status == "blocked":
             return _rate_limited(run)
         return _Entry(cache_key=cache_key, client_key=client_key)
 
     async def _cached(self, run: _Run, cache_key: str) -> Outcome | None:
         hit = await self.guards.cache_get(cache_key)
-        run.stages.cache = hit.stage
+        run.record("cache", hit.stage)
         if hit.response is None:
             return None
         cached = msgspec.structs.replace(
@@ -269,7 +279,7 @@ class Pipeline:
     async def _count(self, run: _Run, client_key: str, counted: list[RateLimitResult]) -> Outcome | None:
         """Take this request's place in the client's hourly limit; the 429 when another took the last one."""
         limit = await self.guards.rate_limit(client_key)
-        run.stages.rate_limit = limit.stage
+        run.record("rate_limit", limit.stage)
         if limit.stage.status == "blocked":
             return _rate_limited(run)
         counted.append(limit)
@@ -278,26 +288,28 @@ class Pipeline:
     async def _admitted(
         self, run: _Run, cache_key: str, use_cache: bool, client_key: str, counted: list[RateLimitResult]
     ) -> Outcome:
-        stages = run.stages
         # 4. The deny-list: free, so it never waits for a pipeline slot; still counted, so that a flood of
         # injection attempts is limited like any other.
         denied = screen_deny_list(run.question)
         if denied is not None:
-            stages.screening = denied.stage
+            run.record("screening", denied.stage)
             return await self._count(run, client_key, counted) or run.finish("blocked", "injection")
 
         # 5. A pipeline slot (api/provenance/admission.py): past the queue's bound or deadline this raises Overloaded.
         waiting = self.admission.waiting
         async with self.admission.slot() as waited_s:
-            stages.admission = AdmissionStage(
-                status="ok", ms=round(waited_s * 1000, 2), running=self.admission.running, waiting=waiting
+            run.record(
+                "admission",
+                AdmissionStage(
+                    status="ok", ms=round(waited_s * 1000, 2), running=self.admission.running, waiting=waiting
+                ),
             )
             limited = await self._count(run, client_key, counted)
             if limited is not None:
                 return limited
             # 6. Spend cap: reserve the worst-case cost before any paid call.
             reservation = await self.guards.spend_reserve(self.profile)
-            stages.spend = reservation.stage
+            run.record("spend", reservation.stage)
             if reservation.stage.status == "blocked":
                 return run.finish("blocked", "budget_exhausted")
 
@@ -316,7 +328,7 @@ class Pipeline:
                     usages.append(billed)
                 outcome = run.finish("blocked", "model_error", detail=str(exc))
             finally:
-                stages.spend = await self.guards.spend_settle(reservation, usages)
+                run.record("spend", await self.guards.spend_settle(reservation, usages))
         if outcome.response.status != "blocked" and use_cache:
             await self.guards.cache_put(cache_key, run.question, outcome.response)
         return outcome
@@ -328,13 +340,14 @@ class Pipeline:
         # 8. Generation from the retrieved passages only, as the quarantine left them.
         generated = await generate(run.question, self.profile.generator, read)
         usages.append(generated.generation.usage)
-        run.stages.generation = generated.stage
+        run.record("generation", generated.stage)
         answer = generated.generation.answer
         if run.on_candidate is not None:
             run.on_candidate(answer)
         if not answer:
             for name in ("decomposition", "entailment", "lexical_check", "groundedness"):
                 getattr(run.stages, name).detail = "skipped: the generator gave no answer"
+            await self._closest(run, read)
             return run.finish("refused", "no_answer")
         return await self._verify(run, answer, read, usages)
 
@@ -344,7 +357,7 @@ class Pipeline:
         answer when screening blocked the question. A screener that reads the passages (the local one weighs
         the question against what the quarantine left) waits for them; any other (a model call) runs
         alongside embedding and retrieval."""
-        s, stages, question = self.settings, run.stages, run.question
+        s, question = self.settings, run.question
         retrieval_task = asyncio.create_task(
             retrieve(
                 question,
@@ -359,12 +372,19 @@ class Pipeline:
         screen_timer = Timer()
         try:
             if not self.profile.screener_reads_passages:
-                screened = await screen_classifier(question, self.profile.screener, [])
-                retrieval: RetrievalOutcome = await retrieval_task
-                held = quarantine(retrieval.passages)
+                screening = asyncio.create_task(screen_classifier(question, self.profile.screener, []))
+                try:
+                    retrieval: RetrievalOutcome = await retrieval_task
+                    held = quarantine(retrieval.passages)
+                    _record_passages(run, retrieval, held)
+                    screened = await screening
+                finally:
+                    if not screening.done():
+                        screening.cancel()
             else:
                 retrieval = await retrieval_task
                 held = quarantine(retrieval.passages)
+                _record_passages(run, retrieval, held)
                 screened = await screen_classifier(question, self.profile.screener, held.passages)
                 screened.stage.ms = round(max(0.0, screen_timer.ms - retrieval.stage.ms - held.stage.ms), 2)
         finally:
@@ -372,11 +392,7 @@ class Pipeline:
                 retrieval_task.cancel()
         if screened.usage:
             usages.append(screened.usage)
-        stages.screening = screened.stage
-        # The retrieval record shows the passages as every later stage reads them: what the quarantine held
-        # back is not put on show either.
-        stages.retrieval = msgspec.structs.replace(retrieval.stage, passages=passage_records(held.passages))
-        stages.quarantine = held.stage
+        run.record("screening", screened.stage)
         if screened.blocked:
             return run.finish("blocked", screened.stage.reason or "injection")
         return held.passages
@@ -397,24 +413,44 @@ class Pipeline:
             assert decomposer is not None  # a Profile has one or the other (Profile.__post_init__)
             decomposed = await decompose(question, answer, decomposer)
         usages.append(decomposed.usage)
-        stages.decomposition = decomposed.stage
+        # The claims dropped as being about the sources are the answer's words: not told before the gate decides.
+        withheld = [WITHHELD_DROPPED] * len(decomposed.stage.dropped)
+        run.record("decomposition", decomposed.stage, told=msgspec.structs.replace(decomposed.stage, dropped=withheld))
         entailed = await entail(
             question, decomposed.claims, passages, self.profile.verifier, model_verdicts=model_verdicts
         )
         usages.extend(entailed.usages)
-        stages.entailment = entailed.stage
+        run.record("entailment", entailed.stage)
         checked = lexical_check(entailed.claims, passages, question)
-        stages.lexical_check = checked.stage
+        run.record("lexical_check", checked.stage)
         verdict = gate(checked.claims, self.settings.gate)
-        stages.groundedness = verdict
         if verdict.decision != "pass":
             log.debug("refused answer", answer=answer, score=verdict.score)
-            stages.groundedness = msgspec.structs.replace(
-                verdict, claims=[withhold_unquoted(c, passages) for c in verdict.claims]
+            run.record(
+                "groundedness",
+                msgspec.structs.replace(verdict, claims=[withhold_unquoted(c, passages) for c in verdict.claims]),
             )
+            stages.decomposition = msgspec.structs.replace(
+                stages.decomposition, dropped=[WITHHELD_DROPPED] * len(stages.decomposition.dropped)
+            )
+            await self._closest(run, passages)
             return run.finish("refused", "not_an_answer" if verdict.failed == "relevance" else "not_grounded")
+        run.record("groundedness", verdict)
         citations = citations_from_support(checked.claims, passages, self.settings.gate.min_claim)
         return run.finish("answered", None, answer=answer, citations=citations)
+
+    async def _closest(self, run: _Run, passages: Sequence[ScoredPassage]) -> None:
+        """A refusal shows, in each retrieved passage, the sentence closest to the question (stages/closest.py)."""
+        closest = await closest_sentences(run.question, passages, self.profile.verifier, self.embedder)
+        retrieval = run.stages.retrieval
+        run.stages.retrieval = msgspec.structs.replace(retrieval, passages=with_closest(retrieval.passages, closest))
+
+
+def _record_passages(run: _Run, retrieval: RetrievalOutcome, held: QuarantineOutcome) -> None:
+    # The retrieval record shows the passages as every later stage reads them: what the quarantine held back is
+    # not put on show either.
+    run.record("retrieval", msgspec.structs.replace(retrieval.stage, passages=passage_records(held.passages)))
+    run.record("quarantine", held.stage)
 
 
 class _Entry(msgspec.Struct, frozen=True):
@@ -434,6 +470,7 @@ NOT_COUNTED = "not counted: a cached answer costs no model call"
 REFUNDED = frozenset({"model_error", "budget_exhausted"})
 
 WITHHELD = "(withheld: a claim of the refused answer that the documents do not contain word for word)"
+WITHHELD_DROPPED = "(withheld: a claim about the sources, dropped before checking)"
 
 
 def withhold_unquoted(claim: ClaimResult, passages: Sequence[ScoredPassage]) -> ClaimResult:
@@ -457,6 +494,7 @@ class _Run:
         started: float,
         corpus: str,
         on_candidate: Callable[[str], None] | None = None,
+        on_stage: OnStage | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.question = question
@@ -465,6 +503,14 @@ class _Run:
         self.started = started
         self.corpus = corpus
         self.on_candidate = on_candidate
+        self.on_stage = on_stage
+
+    def record(self, name: str, record: StageRecord, *, told: StageRecord | None = None) -> None:
+        """Set a stage's record and tell `on_stage` (`told`, when what may be told before the gate decides is
+        less than the record)."""
+        setattr(self.stages, name, record)
+        if self.on_stage is not None:
+            self.on_stage(name, told or record)
 
     def finish(
         self,

@@ -4,10 +4,11 @@ profile supplies real implementations."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 import msgspec
 
+from provenance.models import EvidenceSpan
 from provenance.passages import ScoredPassage
 
 
@@ -47,6 +48,8 @@ class ClaimVerdict(msgspec.Struct, frozen=True):
     relevance: float | None = None
     # The claim is a sentence of a supporting passage, word for word: that the passages say it is certain.
     quoted: bool = False
+    # Where the support check found the claim in each passage it read, best first: the window it scored.
+    evidence: list[EvidenceSpan] = msgspec.field(default_factory=list)
 
 
 # A verdict a verifier left out counts as "not supported": verification fails closed.
@@ -80,6 +83,25 @@ class Verifier(Protocol):
     name: str
 
     async def verify(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification: ...
+
+
+class SentenceScore(msgspec.Struct, frozen=True):
+    """How well one sentence of a passage answers the question: [start, end) in the passage's text."""
+
+    start: int
+    end: int
+    score: float
+
+
+@runtime_checkable
+class RanksSentences(Protocol):
+    """A verifier that can say how well each sentence of a passage answers the question, as it judges a
+    claim's relevance: what a refusal shows as the sentence closest to the question. A verifier without it
+    is stood in for by embedding similarity (stages/closest.py)."""
+
+    async def sentence_relevance(
+        self, question: str, passages: Sequence[ScoredPassage]
+    ) -> list[list[SentenceScore]]: ...
 
 
 class DecomposeAndVerify(Protocol):

@@ -4,12 +4,16 @@ The tests skip, with the reason, only when /usr/bin/chromium is missing; `make t
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, ViewportSize, async_playwright
+
+from provenance.settings import Settings
+from tests.conftest import LiveServer
+from tests.test_corpora import two_corpora  # noqa: F401  (the fixture, shared)
 
 CHROMIUM = Path("/usr/bin/chromium")
 HAVE_CHROMIUM = CHROMIUM.exists()
@@ -47,3 +51,10 @@ async def page(browser: Browser) -> AsyncIterator[Page]:
     pg = await context.new_page()
     yield pg
     await context.close()
+
+
+@pytest.fixture
+def garden_server(two_corpora: Settings) -> Iterator[LiveServer]:  # noqa: F811
+    """Two corpora: ours as the default, and the small garden guide."""
+    with LiveServer(two_corpora) as server:
+        yield server

@@ -5,25 +5,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 
 import pytest
 from playwright.async_api import Page, Request, expect
 
-from provenance.settings import Settings
 from tests.browser.conftest import HAVE_CHROMIUM, SKIP_REASON
 from tests.conftest import LiveServer
-from tests.test_corpora import two_corpora  # noqa: F401  (the fixture, shared)
 
 pytestmark = pytest.mark.skipif(not HAVE_CHROMIUM, reason=SKIP_REASON)
 
 GARDEN_IDS = {"README.md#intro", "README.md#more", "plots.md#plot-rent", "tools.md#tool-shed"}
-
-
-@pytest.fixture
-def garden_server(two_corpora: Settings) -> Iterator[LiveServer]:  # noqa: F811
-    with LiveServer(two_corpora) as server:
-        yield server
 
 
 async def test_the_page_names_its_corpus_and_asks_its_examples(page: Page, live_server: LiveServer) -> None:

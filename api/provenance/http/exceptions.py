@@ -73,14 +73,22 @@ def _handle_service(request: Request[Any, Any, Any], exc: ServiceError) -> Respo
     return _error(exc.status, exc.code, exc.message, exc.headers)
 
 
-def _handle_any(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+def service_error_for(exc: Exception, path: str) -> ServiceError:
+    """The error a failure other than the framework's leaves as: the service's own, a database outage, or an
+    internal error (logged with its traceback). Also what a streamed /ask sends as its `error` event."""
+    if isinstance(exc, ServiceError):
+        return exc
     if isinstance(exc, _DB_ERRORS):
         log.warning("database unavailable", error=repr(exc))
         metrics.database_unavailable("request")
-        db = DatabaseUnavailable()
-        return _error(db.status, db.code, db.message, db.headers)
-    log.exception("unhandled error", path=request.url.path)
-    return _error(500, "internal_error", "something went wrong on our side; the error was logged")
+        return DatabaseUnavailable()
+    log.error("unhandled error", path=path, exc_info=exc)
+    return ServiceError(500, "internal_error", "something went wrong on our side; the error was logged")
+
+
+def _handle_any(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    error = service_error_for(exc, request.url.path)
+    return _error(error.status, error.code, error.message, error.headers)
 
 
 EXCEPTION_HANDLERS: ExceptionHandlersMap = {

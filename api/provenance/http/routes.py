@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
+from collections.abc import Coroutine
 from typing import Any
 
 from litestar import Request, Response, get, post
@@ -14,10 +15,12 @@ from litestar.di import NamedDependency
 from litestar.openapi import ResponseSpec
 from litestar.openapi.spec import OpenAPI, Schema
 from litestar.params import FromPath, JSONBody
+from litestar.response import ServerSentEvent
 
 from provenance import __version__, metrics
 from provenance.corpora import default_of
 from provenance.errors import BadRequest, ErrorEnvelope, NotFound, Overloaded, ServiceError, UnknownCorpus
+from provenance.http.streaming import stream_ask, wants_stream
 from provenance.models import (
     QUESTION_PATTERN,
     AskRequest,
@@ -31,6 +34,7 @@ from provenance.models import (
     PassageOut,
     PublicConfig,
 )
+from provenance.pipeline import OnStage, Outcome
 from provenance.services import Services
 from provenance.settings import Settings
 
@@ -176,6 +180,8 @@ async def _require_json(request: Request[Any, Any, Any]) -> None:
 @post(
     "/ask",
     summary="Answer a question from the documents, or refuse with the evidence shown",
+    description="With `Accept: text/event-stream`, the stages as they complete, then the answer"
+    " (provenance.http.streaming).",
     before_request=_require_json,
     status_code=200,
     responses={
@@ -189,7 +195,7 @@ async def _require_json(request: Request[Any, Any, Any]) -> None:
 )
 async def ask(
     request: Request[Any, Any, State], data: JSONBody[AskRequest], services: NamedDependency[Services]
-) -> Response[AskResponse]:
+) -> Response[AskResponse] | ServerSentEvent:
     # Exactly the constraints the OpenAPI document declares (see declare_request_constraints).
     if len(data.question) > services.settings.server.max_question_chars:
         raise BadRequest(
@@ -202,14 +208,21 @@ async def ask(
         raise BadRequest("question must not be empty", code="invalid_question")
     question = data.question.strip()
     request_id: str = request.scope.get("state", {}).get("request_id") or uuid.uuid4().hex
-    outcome = await services.pipeline.ask(
-        question,
-        request_id=request_id,
-        turnstile_token=data.turnstile_token,
-        peer_ip=request.client.host if request.client else None,
-        headers={k.lower(): v for k, v in request.headers.items()},
-        corpus=data.corpus,
-    )
+
+    def run(on_stage: OnStage | None = None) -> Coroutine[Any, Any, Outcome]:
+        return services.pipeline.ask(
+            question,
+            request_id=request_id,
+            turnstile_token=data.turnstile_token,
+            peer_ip=request.client.host if request.client else None,
+            headers={k.lower(): v for k, v in request.headers.items()},
+            corpus=data.corpus,
+            on_stage=on_stage,
+        )
+
+    if wants_stream(request):
+        return await stream_ask(run, request_id, request.url.path)
+    outcome = await run()
     return Response(outcome.response, status_code=outcome.http_status, headers=outcome.headers)
 
 

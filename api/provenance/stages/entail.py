@@ -48,6 +48,8 @@ def combine(claims: Sequence[str], local: Verification, model: Verification | No
                 model_support=None if mv is None else round(mv.support, 4),
                 model_relevance=None if mv is None or mv.relevance is None else round(mv.relevance, 4),
                 quoted=lv.quoted,
+                # The local support check's windows in the passages the claim finally rests on.
+                evidence=[e for e in lv.evidence if e.passage_id in ids],
             )
         )
     return results

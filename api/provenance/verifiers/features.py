@@ -23,10 +23,11 @@ import numpy as np
 
 from provenance import text as T
 from provenance.embedder import Embedder
+from provenance.models import EvidenceSpan
 from provenance.passages import ScoredPassage
-from provenance.ports import MISSING_VERDICT, ClaimVerdict, Verification
+from provenance.ports import MISSING_VERDICT, ClaimVerdict, SentenceScore, Verification
 from provenance.verifiers.rules import LogisticModel, PassageScore, answer_type_match, expected_answer_type, supporting
-from provenance.verifiers.support import SupportJudge
+from provenance.verifiers.support import PassageSupport, SupportJudge
 from provenance.verifiers.vectors import SentenceEmbeddings, WordVectors, soft_match, surface_terms
 
 COEFFICIENTS_PATH = Path(__file__).resolve().parent.parent / "data" / "local_verifier.json"
@@ -170,6 +171,7 @@ class FeatureVerifier:
                     supporting_passage_ids=[s.passage_id for s in chosen],
                     relevance=round(relevance, 4),
                     quoted=chosen[0].quoted,
+                    evidence=evidence_of(judged),
                 )
             )
         return Verification(verdicts=verdicts)
@@ -178,6 +180,34 @@ class FeatureVerifier:
         if not claims:
             return Verification(verdicts=[])
         return await asyncio.to_thread(self.verify_now, question, claims, passages)
+
+    def sentence_relevance_now(self, question: str, passages: Sequence[ScoredPassage]) -> list[list[SentenceScore]]:
+        """Each sentence of each passage read as a claim: how well it answers the question, as a claim's
+        relevance is judged."""
+        q_vec = self.relevance.sentences.embedder.embed_query(question)
+        out: list[list[SentenceScore]] = []
+        for passage in passages:
+            ranges = T.sentence_ranges(passage.text)
+            if not ranges:
+                out.append([])
+                continue
+            vectors = self.relevance.sentences.get([t for _, _, t in ranges])
+            out.append(
+                [
+                    SentenceScore(start, end, round(self.relevance_of(question, text, vec, q_vec, passage), 4))
+                    for (start, end, text), vec in zip(ranges, vectors, strict=True)
+                ]
+            )
+        return out
+
+    async def sentence_relevance(self, question: str, passages: Sequence[ScoredPassage]) -> list[list[SentenceScore]]:
+        return await asyncio.to_thread(self.sentence_relevance_now, question, passages)
+
+
+def evidence_of(judged: Sequence[PassageSupport]) -> list[EvidenceSpan]:
+    """Where the support check found a claim in each passage it read, best first."""
+    ranked = sorted(judged, key=lambda s: -s.score)
+    return [EvidenceSpan(passage_id=s.passage_id, start=s.start, end=s.end) for s in ranked if s.end > s.start]
 
 
 def build_support_judge(

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from provenance import text as T
 from provenance.cross_encoders import Calibration, PairVerifier, get_verifier, load_calibration, sigmoid
 from provenance.passages import ScoredPassage
-from provenance.ports import MISSING_VERDICT, ClaimVerdict, Verification
+from provenance.ports import MISSING_VERDICT, ClaimVerdict, SentenceScore, Verification
+from provenance.verifiers.features import evidence_of
 from provenance.verifiers.rules import PassageScore, supporting
 from provenance.verifiers.support import SupportJudge
 
@@ -84,12 +85,28 @@ class TrainedVerifier:
             supporting_passage_ids=ids,
             relevance=round(relevance, 4),
             quoted=chosen[0].quoted,
+            evidence=evidence_of(judged[0]),
         )
 
     async def verify(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification:
         # Every claim's model work is submitted at once, so it runs as one batch.
         verdicts = await asyncio.gather(*(self._verdict(question, c, passages) for c in claims))
         return Verification(verdicts=list(verdicts))
+
+    async def sentence_relevance(self, question: str, passages: Sequence[ScoredPassage]) -> list[list[SentenceScore]]:
+        """Each sentence of each passage read as a quoted claim (its own evidence): how well it answers the
+        question or, for a two-part question, either part. One batch for them all."""
+        questions = list(dict.fromkeys([question, *T.sub_questions(question)]))
+        ranges = [T.sentence_ranges(p.text) for p in passages]
+        items = [(q, text, text) for found in ranges for _, _, text in found for q in questions]
+        logits = iter(await self.model.logits_async(items) if items else [])
+        return [
+            [
+                SentenceScore(start, end, round(self.probability(max(next(logits) for _ in questions)), 4))
+                for start, end, _ in found
+            ]
+            for found in ranges
+        ]
 
 
 def build_trained_verifier(support: SupportJudge, threads: int = 2) -> TrainedVerifier:
