@@ -287,6 +287,9 @@ class Health(Wire):
     version: str
     embed_model: str
     corpus_version: str | None = None
+    # The model the profile calls (`claude-haiku-4-5`, the openai profile's OPENAI_MODEL); empty for the
+    # local profile, which calls none.
+    model: str = ""
 
 
 class CorpusFile(Wire):
@@ -343,3 +346,5 @@ class PublicConfig(Wire):
     profile: str
     turnstile_site_key: str | None
     max_question_chars: int
+    # The model the profile calls, as /healthz names it.
+    model: str = ""

@@ -53,6 +53,10 @@ def build_profile(settings: Settings, embedder: Embedder) -> Profile:
         from provenance.profiles.anthropic import build_anthropic_profile
 
         return build_anthropic_profile(settings, embedder)
+    if settings.profile == "openai":
+        from provenance.profiles.openai_compatible import build_openai_profile
+
+        return build_openai_profile(settings, embedder)
     return build_local_profile(embedder, settings.local_models, settings.gate.threshold)
 
 
