@@ -149,7 +149,9 @@ def render(folder: Path) -> str:
         f"(sha256 `{QWEN_SHA256[:16]}…`, see docs/models.md) on this machine's CPU, `temperature` 0, the",
         "default gate and `LOCAL_MODELS=features`. How each figure is counted is in the module's docstring;",
         "every rate is count/denominator = % [95% Wilson interval]. A suite with fewer cases than its file",
-        "was not run to the end (the run resumes: `make llm-evals`).",
+        "was not run to the end (the run resumes: `make llm-evals`). Right and wrong are judged literally, by",
+        "the case's `mustIncludeAny` strings, as `provenance evals` judges them: an answer that drops the",
+        "currency sign (`85 per month` for `$85`) counts as wrong, and so does the gate passing it.",
         "",
     ]
     for name, title in SUITES:
