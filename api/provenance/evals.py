@@ -9,7 +9,7 @@ import os
 import statistics
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -144,19 +144,35 @@ def to_result(case: Case, response: AskResponse, candidate: str | None) -> CaseR
 
 
 async def run_cases(
-    pipeline: Pipeline, cases: Sequence[Case], label: str = "evals", show_progress: bool = True
+    pipeline: Pipeline,
+    cases: Sequence[Case],
+    label: str = "evals",
+    show_progress: bool = True,
+    done: Mapping[str, CaseResult] | None = None,
+    on_result: Callable[[CaseResult], None] | None = None,
 ) -> list[CaseResult]:
+    """Every case through the pipeline, in order. A case in `done` (a resumed run's) is not asked again;
+    `on_result` hears each new result as it comes, so a long run can keep it."""
+    done = done or {}
     progress = Progress(len(cases), label) if show_progress else None
     results = []
     try:
         for case in cases:
+            if case.id in done:
+                results.append(done[case.id])
+                if progress:
+                    progress.advance()
+                continue
             # The answer the gate saw, refused ones included, for the threshold sweep; None when generation
             # never ran (the case was blocked before it).
             candidates: list[str] = []
             outcome = await pipeline.ask(
                 case.question, request_id=f"eval-{case.id}", use_cache=False, on_candidate=candidates.append
             )
-            results.append(to_result(case, outcome.response, candidates[-1] if candidates else None))
+            result = to_result(case, outcome.response, candidates[-1] if candidates else None)
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
             if progress:
                 progress.advance()
     finally:
@@ -391,15 +407,20 @@ def render_report(
 
 
 def json_record(r: CaseResult) -> dict[str, Any]:
-    """One case as `--json` writes it."""
+    """One case as `--json` writes it: everything `from_json_record` needs to take it back."""
     return {
         "id": r.id,
+        "bucket": r.bucket,
+        "question": r.question,
         "expect": r.expect,
         "status": r.status,
         "reason": r.reason,
         "answer": r.answer,
         "citations": r.citations,
         "groundedness": r.groundedness,
+        "minClaim": r.min_claim,
+        "relevance": r.relevance,
+        "relevanceRule": r.relevance_rule,
         "claimSupport": r.claim_support,
         "claimRelevance": r.claim_relevance,
         # What the generator proposed, refused or not, and whether it held a reference answer: what
@@ -409,7 +430,50 @@ def json_record(r: CaseResult) -> dict[str, Any]:
             answer_right(r.bucket, r.candidate_answer, r.must_include_any) if r.expect == "answer" else None
         ),
         "ms": r.ms,
+        "mustIncludeAny": r.must_include_any,
+        "answerCorrect": r.answer_correct,
     }
+
+
+def from_json_record(record: Mapping[str, Any]) -> CaseResult:
+    return CaseResult(
+        id=record["id"],
+        bucket=record["bucket"],
+        question=record["question"],
+        expect=record["expect"],
+        status=record["status"],
+        reason=record["reason"],
+        answer=record["answer"],
+        citations=record["citations"],
+        groundedness=record["groundedness"],
+        min_claim=record["minClaim"],
+        relevance=record["relevance"],
+        relevance_rule=record.get("relevanceRule"),
+        claim_support=record["claimSupport"],
+        claim_relevance=record["claimRelevance"],
+        ms=record["ms"],
+        must_include_any=record["mustIncludeAny"],
+        answer_correct=record["answerCorrect"],
+        candidate_answer=record["candidate"],
+    )
+
+
+def resumed_results(json_out: Path, cases: Sequence[Case]) -> dict[str, CaseResult]:
+    """The results a `--resume`d run keeps from `json_out`: the records of this run's cases (same id, same
+    question) that a run before wrote. A record of another shape, or a line cut off when that run was
+    stopped, is asked again."""
+    if not json_out.exists():
+        return {}
+    questions = {c.id: c.question for c in cases}
+    kept: dict[str, CaseResult] = {}
+    for line in json_out.read_text(encoding="utf-8").splitlines():
+        try:
+            result = from_json_record(msgspec.json.decode(line))
+        except (msgspec.DecodeError, KeyError, TypeError):
+            continue
+        if questions.get(result.id) == result.question:
+            kept[result.id] = result
+    return kept
 
 
 # --- orchestration --------------------------------------------------------------------------------
@@ -453,11 +517,31 @@ async def run_evals(
     title: str,
     k_sweep: Sequence[int] = K_SWEEP,
     show_progress: bool = True,
+    resume: bool = False,
 ) -> tuple[list[CaseResult], Score]:
+    """`json_out` gets each case's record as it finishes (a slow model's run can be stopped and, with
+    `resume`, carried on from where it stopped: the cases already recorded there are not asked again)."""
     started = time.monotonic()
     cases = load_cases(cases_path)
+    done = resumed_results(json_out, cases) if json_out is not None and resume else {}
+    json_file = None
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        # Rewritten with what is kept, so a line cut off by a stopped run doesn't stay in the middle.
+        json_out.write_bytes(b"".join(msgspec.json.encode(json_record(r)) + b"\n" for r in done.values()))
+        json_file = json_out.open("ab")
+
+    def keep(result: CaseResult) -> None:
+        if json_file is not None:
+            json_file.write(msgspec.json.encode(json_record(result)) + b"\n")
+            json_file.flush()
+
     async with ingested_pipeline(settings, corpus, embedder, profile) as pipeline:
-        results = await run_cases(pipeline, cases, "evals", show_progress)
+        try:
+            results = await run_cases(pipeline, cases, "evals", show_progress, done=done, on_result=keep)
+        finally:
+            if json_file is not None:
+                json_file.close()
         sweep: dict[int, list[CaseResult]] = {}
         for k in k_sweep:
             if k == pipeline.settings.retrieval.k:
@@ -481,7 +565,6 @@ async def run_evals(
         encoding="utf-8",
     )
     if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        records = [json_record(r) for r in results]
-        json_out.write_bytes(b"\n".join(msgspec.json.encode(rec) for rec in records) + b"\n")
+        # In the cases' order, as before, now that every case is in.
+        json_out.write_bytes(b"".join(msgspec.json.encode(json_record(r)) + b"\n" for r in results))
     return results, score(results)

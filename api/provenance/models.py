@@ -335,6 +335,9 @@ class Health(Wire):
     version: str
     embed_model: str
     corpus_version: str | None = None
+    # The model the profile calls (`claude-haiku-4-5`, the openai profile's OPENAI_MODEL); empty for the
+    # local profile, which calls none.
+    model: str = ""
 
 
 class CorpusFile(Wire):
@@ -391,3 +394,5 @@ class PublicConfig(Wire):
     profile: str
     turnstile_site_key: str | None
     max_question_chars: int
+    # The model the profile calls, as /healthz names it.
+    model: str = ""

@@ -4,13 +4,20 @@ Prices are list prices per million tokens. An unknown model is charged at the Cl
 rather than zero, so a typo in ANTHROPIC_MODEL can overspend the estimate but never bypass the cap. What
 is free is not a model name's to say: a profile whose calls all run on this machine declares no worst case
 (`Profile.worst_case`), and the spend cap books its calls at no cost.
+
+The `openai` profile's server is whatever the operator points it at, so only the operator knows what its
+tokens cost: `price_table` prices its model at OPENAI_PRICE_INPUT_PER_MTOK / OPENAI_PRICE_OUTPUT_PER_MTOK,
+never at a Claude price its name happens to miss.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import msgspec
 
 from provenance.ports import Usage
+from provenance.settings import Settings
 
 _PER_TOKEN = 1_000_000
 
@@ -32,13 +39,22 @@ PRICES: dict[str, Price] = {
 }
 
 
-def price_for(model: str) -> Price:
-    return PRICES.get(model, DEFAULT_PRICE)
+def price_table(settings: Settings) -> Mapping[str, Price]:
+    """The prices the spend cap charges under these settings: the list prices, and under the openai profile
+    its model at the price its settings give."""
+    if settings.profile != "openai" or not settings.openai.model:
+        return PRICES
+    configured = Price(settings.openai.price_input_per_mtok, settings.openai.price_output_per_mtok)
+    return {**PRICES, settings.openai.model: configured}
 
 
-def cost_usd(usage: Usage) -> float:
+def price_for(model: str, prices: Mapping[str, Price] = PRICES) -> Price:
+    return prices.get(model, DEFAULT_PRICE)
+
+
+def cost_usd(usage: Usage, prices: Mapping[str, Price] = PRICES) -> float:
     """The cost of one completed call, from the token counts the API reported."""
-    price = price_for(usage.model)
+    price = price_for(usage.model, prices)
     return (usage.input_tokens * price.input_per_mtok + usage.output_tokens * price.output_per_mtok) / _PER_TOKEN
 
 

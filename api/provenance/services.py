@@ -58,6 +58,10 @@ def build_profile(settings: Settings, embedder: Embedder) -> Profile:
         from provenance.profiles.anthropic import build_anthropic_profile
 
         return build_anthropic_profile(settings, embedder, local=local)
+    if settings.profile == "openai":
+        from provenance.profiles.openai_compatible import build_openai_profile
+
+        return build_openai_profile(settings, embedder, local=local)
     return build_local_profile(embedder, settings.local_models, settings.gate.threshold, local=local)
 
 

@@ -17,7 +17,7 @@ from provenance.errors import SettingsError
 # The checkout (or image) root: db/, corpus/ and web/ sit beside api/, the folder this package is in.
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-ProfileName = Literal["local", "anthropic"]
+ProfileName = Literal["local", "anthropic", "openai"]
 RetrievalMode = Literal["vector", "hybrid"]
 # The local verifier (and generator): hand-built features over the embedder, or the trained reader and verifier.
 LocalModels = Literal["features", "trained"]
@@ -123,6 +123,32 @@ class AnthropicSettings(msgspec.Struct, frozen=True, kw_only=True):
     max_retries: int = 2
 
 
+class OpenAISettings(msgspec.Struct, frozen=True, kw_only=True):
+    """Any server that speaks OpenAI's chat completions: Ollama, llama.cpp's server, vLLM, OpenAI itself."""
+
+    # None is the SDK's default, OpenAI's own API.
+    base_url: str | None = None
+    # Local servers need none; the SDK insists on one, so the profile passes a placeholder.
+    api_key: str | None = None
+    model: str | None = None
+    # A small model on a few CPU cores takes tens of seconds to write the claims; a hosted API far less.
+    timeout_s: float = 60.0
+    # A timed-out call retried costs another whole timeout: one retry, for a dropped connection.
+    max_retries: int = 1
+    # The most tokens one call may write; 0 keeps each call's own limit (1024 for the answer, 1536 for the
+    # claims). A small model on CPU writes a few tokens a second, and one that loops writes until this stops
+    # it: a lower limit bounds how long a request can take, and a reply cut off by it is a model_error.
+    max_output_tokens: int = 0
+    # What the operator pays per million tokens at this server. Both 0 (a server on one's own machine):
+    # the profile makes no paid calls and the spend cap holds nothing back.
+    price_input_per_mtok: float = 0.0
+    price_output_per_mtok: float = 0.0
+
+    @property
+    def priced(self) -> bool:
+        return self.price_input_per_mtok > 0 or self.price_output_per_mtok > 0
+
+
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """Every setting, grouped by the part of the service that reads it."""
 
@@ -138,10 +164,21 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     guards: GuardSettings = msgspec.field(default_factory=GuardSettings)
     metrics: MetricsSettings = msgspec.field(default_factory=MetricsSettings)
     anthropic: AnthropicSettings = msgspec.field(default_factory=AnthropicSettings)
+    openai: OpenAISettings = msgspec.field(default_factory=OpenAISettings)
 
     @property
     def pg_data_dir(self) -> Path:
         return self.data_dir / "pg"
+
+    @property
+    def profile_model(self) -> str:
+        """The model the profile calls, as /healthz and the page name it; empty for the local profile, which
+        calls none (its models are LOCAL_MODELS')."""
+        if self.profile == "anthropic":
+            return self.anthropic.model
+        if self.profile == "openai":
+            return self.openai.model or ""
+        return ""
 
     def with_overrides(self, **changes: object) -> Settings:
         """A copy with settings changed by their variables' names in lower case (`gate_threshold=0.5`,
@@ -212,6 +249,14 @@ VARIABLES: dict[str, tuple[str | None, str]] = {
     "ANTHROPIC_MODEL": ("anthropic", "model"),
     "ANTHROPIC_TIMEOUT_S": ("anthropic", "timeout_s"),
     "ANTHROPIC_MAX_RETRIES": ("anthropic", "max_retries"),
+    "OPENAI_BASE_URL": ("openai", "base_url"),
+    "OPENAI_API_KEY": ("openai", "api_key"),
+    "OPENAI_MODEL": ("openai", "model"),
+    "OPENAI_TIMEOUT_S": ("openai", "timeout_s"),
+    "OPENAI_MAX_RETRIES": ("openai", "max_retries"),
+    "OPENAI_MAX_OUTPUT_TOKENS": ("openai", "max_output_tokens"),
+    "OPENAI_PRICE_INPUT_PER_MTOK": ("openai", "price_input_per_mtok"),
+    "OPENAI_PRICE_OUTPUT_PER_MTOK": ("openai", "price_output_per_mtok"),
 }
 # with_overrides' names: the variables in lower case.
 _WHERE = {var.lower(): where for var, where in VARIABLES.items()}
@@ -300,6 +345,14 @@ def _validate(s: Settings) -> None:
         (guards.daily_budget_usd >= 0, "DAILY_BUDGET_USD must not be negative"),
         (s.anthropic.timeout_s > 0, "ANTHROPIC_TIMEOUT_S must be positive"),
         (0 <= s.anthropic.max_retries <= 5, "ANTHROPIC_MAX_RETRIES must be between 0 and 5"),
+        (s.openai.timeout_s > 0, "OPENAI_TIMEOUT_S must be positive"),
+        (0 <= s.openai.max_retries <= 5, "OPENAI_MAX_RETRIES must be between 0 and 5"),
+        (
+            s.openai.max_output_tokens == 0 or s.openai.max_output_tokens >= 32,
+            "OPENAI_MAX_OUTPUT_TOKENS must be 0 (each call's own limit) or at least 32",
+        ),
+        (s.openai.price_input_per_mtok >= 0, "OPENAI_PRICE_INPUT_PER_MTOK must not be negative"),
+        (s.openai.price_output_per_mtok >= 0, "OPENAI_PRICE_OUTPUT_PER_MTOK must not be negative"),
     ]
     for ok, message in checks:
         if not ok:
@@ -310,6 +363,14 @@ def _validate(s: Settings) -> None:
     if token is not None and (len(token) < METRICS_TOKEN_MIN_CHARS or any(c.isspace() for c in token)):
         # A short token could be guessed from the outside; one with spaces could never be sent in a header.
         raise SettingsError(f"METRICS_TOKEN must be at least {METRICS_TOKEN_MIN_CHARS} characters, without spaces")
+    if s.profile == "openai":
+        if not s.openai.model:
+            raise SettingsError("PROFILE=openai needs OPENAI_MODEL (the name the server knows the model by)")
+        if not s.openai.base_url and not s.openai.api_key:
+            # Without a URL the SDK calls OpenAI's own API, which needs a key.
+            raise SettingsError("PROFILE=openai needs OPENAI_BASE_URL (your server) or OPENAI_API_KEY (OpenAI's API)")
+        if s.openai.base_url and not s.openai.base_url.startswith(("http://", "https://")):
+            raise SettingsError(f"OPENAI_BASE_URL must start with http:// or https://, got {s.openai.base_url!r}")
     if db.url is not None and not db.url.startswith(("postgres://", "postgresql://")):
         raise SettingsError("DATABASE_URL must start with postgres:// or postgresql://")
     for proxy in guards.trusted_proxies:

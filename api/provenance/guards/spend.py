@@ -16,7 +16,7 @@ from provenance.guards.base import Reservation
 from provenance.logs import get_logger
 from provenance.models import SpendStage
 from provenance.ports import Profile, Usage
-from provenance.pricing import cost_usd
+from provenance.pricing import cost_usd, price_table
 from provenance.settings import Settings
 from provenance.store import GuardStore
 from provenance.timing import Timer
@@ -34,7 +34,8 @@ def request_estimate_usd(profile: Profile, settings: Settings) -> float:
     if profile.worst_case is None:
         return 0.0
     passage_tokens = settings.retrieval.k * settings.ingest.chunk_max_tokens
-    return round(sum(cost_usd(call) for call in profile.worst_case(passage_tokens)), 6)
+    prices = price_table(settings)
+    return round(sum(cost_usd(call, prices) for call in profile.worst_case(passage_tokens)), 6)
 
 
 class SpendCap:
@@ -42,6 +43,7 @@ class SpendCap:
         self.store = store
         self.settings = settings
         self.budget_usd = settings.guards.daily_budget_usd
+        self.prices = price_table(settings)
 
     async def reserve(self, profile: Profile) -> Reservation:
         timer = Timer()
@@ -91,7 +93,7 @@ class SpendCap:
         if reservation.day is None:  # never reserved (blocked, or nothing to settle)
             return stage
         timer = Timer()
-        charged = 0.0 if reservation.free else sum(cost_usd(u) for u in usages)
+        charged = 0.0 if reservation.free else sum(cost_usd(u, self.prices) for u in usages)
         try:
             row = await self.store.spend_settle(
                 dt.date.fromisoformat(reservation.day), reservation.reserved_usd, charged, len(usages)

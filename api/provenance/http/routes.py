@@ -83,6 +83,7 @@ async def healthz(services: NamedDependency[Services]) -> Response[Health]:
         database="up" if db_up else "down",
         passages=count,
         profile=services.settings.profile,
+        model=services.settings.profile_model,
         version=__version__,
         embed_model=services.settings.embedding.model,
         corpus_version=corpus.version if corpus else None,
@@ -166,6 +167,7 @@ async def public_config(services: NamedDependency[Services]) -> PublicConfig:
     # examples come from /corpora.
     return PublicConfig(
         profile=services.settings.profile,
+        model=services.settings.profile_model,
         turnstile_site_key=services.settings.guards.turnstile_site_key,
         max_question_chars=services.settings.server.max_question_chars,
     )

@@ -8,12 +8,9 @@ tools' schemas are `profiles.tools`, shared with any other model profile.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
 import re
 from collections.abc import Sequence
-from typing import Any, TypeVar
 
 import anthropic
 import msgspec
@@ -25,7 +22,6 @@ from provenance.embedder import Embedder
 from provenance.errors import ModelError, ModelOutputError
 from provenance.passages import ScoredPassage
 from provenance.ports import (
-    ClaimVerdict,
     Decomposition,
     Generation,
     Profile,
@@ -38,29 +34,27 @@ from provenance.profiles.tools import (
     CHECKED_CLAIMS,
     DECOMPOSE_VERIFY_SYSTEM,
     GENERATE_SYSTEM,
+    PROMPT_OVERHEAD_TOKENS,
     SCREEN,
     SCREEN_SYSTEM,
+    TOKENIZER_SLACK,
     AnswerOut,
     CheckedClaimsOut,
     ScreenOut,
     Tool,
+    call_name,
+    checked_claims,
     claims_user,
     clamp,
     generate_user,
-    known_ids,
+    generation,
+    parse_output,
     screen_user,
 )
 from provenance.settings import Settings
 from provenance.verifiers import LocalVerifier, build_verifier
 
 VERIFIER_NAME = "anthropic-entailment"
-
-# For the spend cap's worst case: the system prompt, tool schema and question, on top of the passages.
-PROMPT_OVERHEAD_TOKENS = 2000
-# Passages are chunked with our tokenizer; the model's may count up to about half as many again.
-TOKENIZER_SLACK = 1.5
-
-_T = TypeVar("_T")
 
 
 def make_client(settings: Settings) -> AsyncAnthropic:
@@ -154,28 +148,6 @@ async def call_tool(
     )
 
 
-# The metrics' name for each call: short, and without the space "claim checking" has in messages.
-_CALL_NAMES = {"screening": "screening", "generation": "generation", "claim checking": "claims"}
-
-
-def call_name(what: str) -> str:
-    return _CALL_NAMES.get(what, "other")
-
-
-def _parse(raw: dict[str, object], kind: type[_T], usage: Usage, what: str, list_fields: Sequence[str] = ()) -> _T:
-    data: dict[str, Any] = dict(raw)
-    for field in list_fields:
-        # Models sometimes send an array argument as a JSON-encoded string; accept that one slip.
-        value = data.get(field)
-        if isinstance(value, str) and value.lstrip().startswith("["):
-            with contextlib.suppress(ValueError):
-                data[field] = json.loads(value)
-    try:
-        return msgspec.convert(data, kind, strict=False)
-    except msgspec.ValidationError as exc:
-        raise ModelOutputError(f"{what}: malformed tool output ({exc})", usage, call=call_name(what)) from None
-
-
 # --- the ports -------------------------------------------------------------------------------------
 
 
@@ -218,7 +190,7 @@ class AnthropicScreener(_ToolCaller):
         if isinstance(label, str):
             # "off-topic" / "Off Topic" mean the same thing; don't fail the request over spelling.
             raw["label"] = re.sub(r"[\s-]+", "_", label.strip().lower())
-        out = _parse(raw, ScreenOut, usage, "screening")
+        out = parse_output(raw, ScreenOut, usage, "screening")
         return ScreenVerdict(label=out.label, score=clamp(out.confidence), classifier=self.name, usage=usage)
 
 
@@ -236,10 +208,7 @@ class AnthropicGenerator(_ToolCaller):
             tool=ANSWER_SCHEMA,
             what="generation",
         )
-        out = _parse(raw, AnswerOut, usage, "generation", ["used_passage_ids"])
-        answer = out.answer.strip()
-        used = known_ids(out.used_passage_ids, [p.id for p in passages]) if answer else []
-        return Generation(answer=answer, used_passage_ids=used, usage=usage)
+        return generation(parse_output(raw, AnswerOut, usage, "generation", ["used_passage_ids"]), passages, usage)
 
 
 class AnthropicDecomposeAndVerify(_ToolCaller):
@@ -265,21 +234,8 @@ class AnthropicDecomposeAndVerify(_ToolCaller):
             tool=CHECKED_CLAIMS_SCHEMA,
             what="claim checking",
         )
-        out = _parse(raw, CheckedClaimsOut, usage, "claim checking", ["claims"])
-        ids = [p.id for p in passages]
-        claims: list[str] = []
-        verdicts: list[ClaimVerdict] = []
-        # Raw claims, each with its verdict: the decomposition stage cleans them and records what it drops.
-        for item in out.claims:
-            claims.append(item.claim)
-            verdicts.append(
-                ClaimVerdict(
-                    support=clamp(item.supported_probability),
-                    supporting_passage_ids=known_ids(item.supporting_passage_ids, ids),
-                    relevance=clamp(item.relevance_probability),
-                )
-            )
-        return Decomposition(claims=claims, usage=usage), Verification(verdicts=verdicts, usage=None)
+        out = parse_output(raw, CheckedClaimsOut, usage, "claim checking", ["claims"])
+        return checked_claims(out, passages, usage)
 
 
 class AnthropicModels(msgspec.Struct, frozen=True):

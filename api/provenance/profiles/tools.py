@@ -1,6 +1,7 @@
 """What a model profile asks a model for, whoever serves it: the system prompts, and the structured outputs
 as msgspec structs whose JSON schemas are generated from them (`tool_schema`), so the schema a model is
-given and the parse of its reply can't drift apart.
+given and the parse of its reply can't drift apart; and what a reply becomes (`parse_output`, `generation`,
+`checked_claims`), the same for every model profile.
 
 Passages and the question travel in the user message inside XML-like delimiters, and every system prompt
 says that text inside them is data: the retrieved documents are not trusted to carry instructions.
@@ -8,13 +9,17 @@ says that text inside them is data: the retrieved documents are not trusted to c
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
-from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
+from provenance.errors import ModelOutputError
 from provenance.passages import ScoredPassage
+from provenance.ports import ClaimVerdict, Decomposition, Generation, Usage, Verification
 
 SCREEN_TOOL = "classify_question"
 ANSWER_TOOL = "submit_answer"
@@ -24,6 +29,13 @@ CHECKED_CLAIMS_TOOL = "submit_checked_claims"
 _RANGE = {"minimum": 0, "maximum": 1}
 Probability = Annotated[float, msgspec.Meta(extra_json_schema=_RANGE)]
 PassageIds = list[str]
+
+_T = TypeVar("_T")
+
+# For the spend cap's worst case: the system prompt, output schema and question, on top of the passages.
+PROMPT_OVERHEAD_TOKENS = 2000
+# Passages are chunked with our tokenizer; the model's may count up to about half as many again.
+TOKENIZER_SLACK = 1.5
 
 
 class ScreenOut(msgspec.Struct):
@@ -239,3 +251,56 @@ def known_ids(ids: Sequence[str], allowed: Sequence[str]) -> list[str]:
         if pid in valid and pid not in out:
             out.append(pid)
     return out
+
+
+# --- what a reply becomes --------------------------------------------------------------------------
+
+
+# The metrics' name for each call: short, and without the space "claim checking" has in messages.
+_CALL_NAMES = {"screening": "screening", "generation": "generation", "claim checking": "claims"}
+
+
+def call_name(what: str) -> str:
+    return _CALL_NAMES.get(what, "other")
+
+
+def parse_output(
+    raw: Mapping[str, object], kind: type[_T], usage: Usage, what: str, list_fields: Sequence[str] = ()
+) -> _T:
+    """The model's structured output as `kind`, or ModelOutputError (the call was billed: `usage`)."""
+    data: dict[str, Any] = dict(raw)
+    for field in list_fields:
+        # Models sometimes send an array argument as a JSON-encoded string; accept that one slip.
+        value = data.get(field)
+        if isinstance(value, str) and value.lstrip().startswith("["):
+            with contextlib.suppress(ValueError):
+                data[field] = json.loads(value)
+    try:
+        return msgspec.convert(data, kind, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ModelOutputError(f"{what}: malformed tool output ({exc})", usage, call=call_name(what)) from None
+
+
+def generation(out: AnswerOut, passages: Sequence[ScoredPassage], usage: Usage) -> Generation:
+    """The answer, citing only passages it was given; an empty answer cites none."""
+    answer = out.answer.strip()
+    used = known_ids(out.used_passage_ids, [p.id for p in passages]) if answer else []
+    return Generation(answer=answer, used_passage_ids=used, usage=usage)
+
+
+def checked_claims(
+    out: CheckedClaimsOut, passages: Sequence[ScoredPassage], usage: Usage
+) -> tuple[Decomposition, Verification]:
+    """The raw claims, each with the model's verdict: the decomposition stage cleans them and records what it
+    drops. The call's usage is on the Decomposition only, so summing both never charges it twice."""
+    ids = [p.id for p in passages]
+    claims = [item.claim for item in out.claims]
+    verdicts = [
+        ClaimVerdict(
+            support=clamp(item.supported_probability),
+            supporting_passage_ids=known_ids(item.supporting_passage_ids, ids),
+            relevance=clamp(item.relevance_probability),
+        )
+        for item in out.claims
+    ]
+    return Decomposition(claims=claims, usage=usage), Verification(verdicts=verdicts, usage=None)

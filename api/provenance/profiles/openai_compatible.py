@@ -1,0 +1,328 @@
+"""The `openai` profile: any server that speaks OpenAI's chat completions (Ollama, llama.cpp's server, vLLM,
+LM Studio, OpenAI itself), through the official `openai` SDK.
+
+The same shape as the `anthropic` profile: the model writes the answer citing passage ids, then gives the
+claims with its own support and relevance verdicts in one call; the local verifier judges every claim's
+support too, and its vetoes apply unchanged. Screening is the local screener's: no screening call goes to
+the model. Each call asks for structured output with `response_format` (a JSON schema generated from the
+same structs as the anthropic tools, narrowed to the passage ids actually given), and the reply is parsed
+tolerantly, since a server may ignore the schema: code fences and leading prose are skipped. Anything that
+still doesn't fit, a reply cut off at max_tokens, and every failure of the server (down, too slow, an HTTP
+error) is a `ModelError`, so the request ends `blocked` with `model_error` and a detail saying which.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+import openai
+from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletion
+from openai.types.shared_params import ResponseFormatJSONSchema
+
+from provenance import metrics
+from provenance.embedder import Embedder
+from provenance.errors import ModelError, ModelOutputError
+from provenance.passages import ScoredPassage
+from provenance.ports import Decomposition, Generation, Profile, Usage, Verification
+from provenance.profiles.local import LocalScreener
+from provenance.profiles.tools import (
+    ANSWER,
+    CHECKED_CLAIMS,
+    DECOMPOSE_VERIFY_SYSTEM,
+    GENERATE_SYSTEM,
+    PROMPT_OVERHEAD_TOKENS,
+    TOKENIZER_SLACK,
+    AnswerOut,
+    CheckedClaimsOut,
+    Tool,
+    call_name,
+    checked_claims,
+    claims_user,
+    generate_user,
+    generation,
+    parse_output,
+)
+from provenance.settings import Settings
+from provenance.verifiers import LocalVerifier, build_verifier
+
+VERIFIER_NAME = "openai-entailment"
+# Local servers need no key, but the SDK refuses to build a client without one.
+NO_KEY = "not-needed"
+# An answer of one to three sentences has a handful of atomic facts; a small model that loops would
+# otherwise write claims until max_tokens cuts it off.
+MAX_CLAIMS = 8
+# A server that reports no token counts is booked at an estimate: characters over this, rounded up (about
+# four characters a token in English; three errs toward the cap).
+CHARS_PER_TOKEN_ESTIMATE = 3
+
+
+def make_client(settings: Settings) -> AsyncOpenAI:
+    """One client per process: it owns the connection pool, so the profile's classes share it."""
+    s = settings.openai
+    return AsyncOpenAI(
+        # None is the SDK's default: OpenAI's API, or OPENAI_BASE_URL, which it reads itself.
+        base_url=s.base_url or None,
+        api_key=s.api_key or NO_KEY,
+        timeout=s.timeout_s,
+        max_retries=s.max_retries,
+    )
+
+
+# --- the request -----------------------------------------------------------------------------------
+
+
+def response_format(tool: Tool, passage_ids: Sequence[str]) -> ResponseFormatJSONSchema:
+    """`tool`'s output schema as a strict `response_format`: every object closed (strict mode requires it),
+    every list of passage ids limited to the ids given, and the claims to MAX_CLAIMS. A server that
+    constrains decoding to the schema (llama.cpp, vLLM, OpenAI) then can't cite a passage it wasn't given or
+    loop over ids until the token limit; one that ignores it is still parsed tolerantly."""
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": tool.name, "schema": _narrowed(tool.schema, list(passage_ids)), "strict": True},
+    }
+
+
+def _narrowed(node: Any, ids: list[str], field: str = "") -> Any:
+    if isinstance(node, list):
+        return [_narrowed(v, ids) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _narrowed(v, ids) for k, v in node.items() if k != "properties"}
+    if "properties" in node:
+        out["properties"] = {name: _narrowed(v, ids, name) for name, v in node["properties"].items()}
+    if out.get("type") == "object":
+        out["additionalProperties"] = False
+    if out.get("type") == "array" and field.endswith("passage_ids"):
+        # An empty enum is no valid schema; with no passages the only valid list is the empty one.
+        out["items"] = {"type": "string", "enum": ids} if ids else {"type": "string"}
+        out["maxItems"] = len(ids)
+    if out.get("type") == "array" and field == "claims":
+        out["maxItems"] = MAX_CLAIMS
+    return out
+
+
+# --- the reply -------------------------------------------------------------------------------------
+
+_FENCED = re.compile(r"```[a-zA-Z]*\s*(.*?)```", re.DOTALL)
+
+
+def decode_object(text: str) -> dict[str, object] | None:
+    """The JSON object in a model's reply, or None. Tolerant of what servers that don't enforce the schema
+    send: a reply in a code fence, prose before the object, and text after it."""
+    candidates = [m.group(1) for m in _FENCED.finditer(text)] + [text]
+    decoder = json.JSONDecoder()
+    for candidate in candidates:
+        start = candidate.find("{")
+        while start != -1:
+            try:
+                value, _ = decoder.raw_decode(candidate, start)
+            except ValueError:
+                start = candidate.find("{", start + 1)
+                continue
+            if isinstance(value, dict):
+                return value
+            start = candidate.find("{", start + 1)
+    return None
+
+
+def _usage(model: str, response: ChatCompletion, prompt: str, max_tokens: int) -> Usage:
+    u = response.usage
+    if u is None or not isinstance(u.prompt_tokens, int) or not isinstance(u.completion_tokens, int):
+        # Some servers report no usage: book the call at an estimate that errs toward the spend cap.
+        return Usage(
+            model=model, input_tokens=math.ceil(len(prompt) / CHARS_PER_TOKEN_ESTIMATE), output_tokens=max_tokens
+        )
+    return Usage(model=model, input_tokens=u.prompt_tokens, output_tokens=u.completion_tokens)
+
+
+async def call_structured(
+    client: AsyncOpenAI,
+    *,
+    model: str,
+    system: str,
+    user: str,
+    tool: Tool,
+    passage_ids: Sequence[str],
+    max_tokens: int,
+    what: str,
+) -> tuple[dict[str, object], Usage]:
+    """One chat completion asked for `tool`'s output; returns the decoded object and the usage. Every
+    failure is a ModelError whose message says which it was (and whose call and kind the metrics count)."""
+    call = call_name(what)
+    metrics.model_call(call)
+    try:
+        response = await client.chat.completions.create(
+            model=model,
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+            max_tokens=max_tokens,
+            # The answer should be the passages', not the sampler's: the same question gets the same answer.
+            temperature=0,
+            response_format=response_format(tool, passage_ids),
+        )
+    # Messages name the failure only: SDK errors can carry response bodies and the server's address, and
+    # none of it helps a caller. APITimeoutError is an APIConnectionError, so it comes first.
+    except openai.APITimeoutError:
+        raise ModelError(f"{what}: the model server did not answer in time", call=call, kind="timeout") from None
+    except openai.APIStatusError as exc:
+        raise ModelError(
+            f"{what}: the model server answered HTTP {exc.status_code}", call=call, kind="http_status"
+        ) from None
+    except openai.APIConnectionError:
+        raise ModelError(f"{what}: could not reach the model server", call=call, kind="connection") from None
+    except openai.OpenAIError as exc:
+        raise ModelError(f"{what}: the model call failed ({type(exc).__name__})", call=call) from None
+    except ValueError as exc:
+        # A body that isn't JSON at all (a proxy's HTML error page) escapes the SDK as JSONDecodeError.
+        raise ModelError(f"{what}: the model server sent an unreadable response", call=call, kind="malformed") from exc
+    try:
+        usage = _usage(model, response, system + user, max_tokens)
+        choice = response.choices[0]
+        finish_reason = choice.finish_reason
+        content = choice.message.content
+        refusal = getattr(choice.message, "refusal", None)
+    except (AttributeError, TypeError, IndexError) as exc:
+        # Without strict validation the SDK builds its models from whatever JSON arrived.
+        raise ModelError(f"{what}: the model server sent a malformed response", call=call, kind="malformed") from exc
+    if finish_reason == "length":
+        raise ModelOutputError(
+            f"{what}: the model's output was cut off at max_tokens", usage, call=call, kind="cut_off"
+        )
+    if not isinstance(content, str) or not content.strip():
+        said = "declined (a refusal)" if refusal else f"sent no content (finish_reason={finish_reason})"
+        raise ModelOutputError(f"{what}: the model {said}", usage, call=call)
+    decoded = decode_object(content)
+    if decoded is None:
+        raise ModelOutputError(f"{what}: the model's output is not a JSON object", usage, call=call)
+    return decoded, usage
+
+
+# --- the ports -------------------------------------------------------------------------------------
+
+
+class _Caller:
+    """What every model-backed port holds, and its one way to call the model."""
+
+    default_max_output_tokens = 1024
+
+    def __init__(self, client: AsyncOpenAI, model: str, *, max_output_tokens: int | None = None) -> None:
+        self.client = client
+        self.model = model
+        self.max_output_tokens = self.default_max_output_tokens if max_output_tokens is None else max_output_tokens
+
+    async def _call(
+        self, *, system: str, user: str, tool: Tool, passages: Sequence[ScoredPassage], what: str
+    ) -> tuple[dict[str, object], Usage]:
+        return await call_structured(
+            self.client,
+            model=self.model,
+            system=system,
+            user=user,
+            tool=tool,
+            passage_ids=[p.id for p in passages],
+            max_tokens=self.max_output_tokens,
+            what=what,
+        )
+
+
+class OpenAIGenerator(_Caller):
+    name = "openai-generator"
+
+    async def generate(self, question: str, passages: Sequence[ScoredPassage]) -> Generation:
+        if not passages:
+            # Nothing to answer from: the empty answer is the only grounded one, and it is free.
+            return Generation(answer="", used_passage_ids=[], usage=Usage(model=self.model))
+        raw, usage = await self._call(
+            system=GENERATE_SYSTEM,
+            user=generate_user(question, passages),
+            tool=ANSWER,
+            passages=passages,
+            what="generation",
+        )
+        return generation(parse_output(raw, AnswerOut, usage, "generation", ["used_passage_ids"]), passages, usage)
+
+
+class OpenAIDecomposeAndVerify(_Caller):
+    """Decomposition and the model's verdicts in one call, as in the anthropic profile."""
+
+    name = VERIFIER_NAME
+
+    default_max_output_tokens = 1536
+
+    async def decompose_and_verify(
+        self, question: str, answer: str, passages: Sequence[ScoredPassage]
+    ) -> tuple[Decomposition, Verification]:
+        if not answer.strip():
+            return Decomposition(claims=[], usage=Usage(model=self.model)), Verification(verdicts=[])
+        raw, usage = await self._call(
+            system=DECOMPOSE_VERIFY_SYSTEM,
+            user=claims_user(question, answer, passages),
+            tool=CHECKED_CLAIMS,
+            passages=passages,
+            what="claim checking",
+        )
+        out = parse_output(raw, CheckedClaimsOut, usage, "claim checking", ["claims"])
+        return checked_claims(out, passages, usage)
+
+
+class OpenAIModels(msgspec.Struct, frozen=True):
+    """Everything the openai profile calls, sharing one client."""
+
+    client: AsyncOpenAI
+    generator: OpenAIGenerator
+    decompose_and_verify: OpenAIDecomposeAndVerify
+
+    def worst_case(self, passage_tokens: int) -> list[Usage]:
+        """The most one request's two calls can use (`Profile.worst_case`), each at the larger output limit
+        and with every passage in its prompt. Screening and the verifier run on this machine."""
+        calls = (self.generator, self.decompose_and_verify)
+        max_input = PROMPT_OVERHEAD_TOKENS + math.ceil(passage_tokens * TOKENIZER_SLACK)
+        max_output = max(call.max_output_tokens for call in calls)
+        return [Usage(model=call.model, input_tokens=max_input, output_tokens=max_output) for call in calls]
+
+
+def build_openai_models(settings: Settings, client: AsyncOpenAI | None = None) -> OpenAIModels:
+    if not settings.openai.model:
+        raise ModelError("the openai profile needs OPENAI_MODEL")
+    client = client or make_client(settings)
+    model = settings.openai.model
+    limit = settings.openai.max_output_tokens or None
+    return OpenAIModels(
+        client=client,
+        generator=OpenAIGenerator(client, model, max_output_tokens=limit),
+        decompose_and_verify=OpenAIDecomposeAndVerify(client, model, max_output_tokens=limit),
+    )
+
+
+def build_openai_profile(
+    settings: Settings,
+    embedder: Embedder,
+    client: AsyncOpenAI | None = None,
+    *,
+    local: LocalVerifier | None = None,
+) -> Profile:
+    """The model answers and gives the claims with its own verdicts; the local screener screens and the local
+    verifier judges every claim's support too. Paid only when its settings give the server a price."""
+    models = build_openai_models(settings, client)
+    local = local or build_verifier(settings.local_models, embedder)
+    server = settings.openai.base_url or "api.openai.com"
+    return Profile(
+        name="openai",
+        screener=LocalScreener(embedder),
+        generator=models.generator,
+        verifier=local.verifier,
+        on_corpus=local.on_corpus,
+        # A server on one's own machine costs nothing per token: then the spend cap holds nothing back.
+        worst_case=models.worst_case if settings.openai.priced else None,
+        # The local screener weighs the question against the retrieved passages.
+        screener_reads_passages=True,
+        # Another server may serve another model under the same name: both are part of the cache key.
+        cache_tag="|".join(t for t in (server, models.generator.model, local.cache_tag) if t),
+        warmup=local.warmup,
+        decompose_and_verify=models.decompose_and_verify,
+    )

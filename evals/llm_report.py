@@ -1,0 +1,184 @@
+"""The gate on a real model's answers: `evals/results-llm.md` from `make llm-evals`'s records (`evals/llm/*.jsonl`).
+
+Per suite, from each case's record (`provenance evals --json`):
+
+- the raw model's answer is the candidate the gate saw (whatever the gate then did with it). It is **right**
+  when the case expects an answer and the candidate holds one of its `mustIncludeAny` strings (a partial
+  case's must also say what it leaves out), and **wrong or unsupported** when it is not empty and the case
+  expects a refusal or a block, or expects an answer and it holds none of them. An empty candidate is the
+  model declining; a case the screener blocked before generation has none;
+- the gate's **catch rate** is the wrong answers it refused, over the wrong answers it decided on; **right
+  passed** is the right answers it let through, over the right answers it decided on. A call that failed
+  after generation (`model_error`) is no decision of the gate's: those are counted beside, not in, either;
+- **fabrication** and **false refusal** are `provenance evals`' own: answered when the case expected a refusal
+  or a block, over those cases; refused or blocked when it expected an answer, over those;
+- latency is each case's whole pipeline, p50 and p95.
+
+Every rate is a count over its denominator with a 95% Wilson interval: the suites are small.
+
+    python -m evals.llm_report [--dir evals/llm] [--out evals/results-llm.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from evals.llm_server import QWEN_SHA256, REPO_ROOT
+
+SUITES = (
+    ("ours", "Our cases (evals/cases.jsonl)"),
+    ("paraphrase", "Paraphrases (evals/paraphrase.jsonl)"),
+    ("squad2-normans", "squad2-normans (../shared/benchmarks)"),
+)
+Z = 1.959964  # the normal quantile of a two-sided 95% interval
+
+
+def wilson(k: int, n: int) -> tuple[float, float]:
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    centre = (p + Z * Z / (2 * n)) / (1 + Z * Z / n)
+    half = Z * math.sqrt(p * (1 - p) / n + Z * Z / (4 * n * n)) / (1 + Z * Z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def rate(k: int, n: int) -> str:
+    if n == 0:
+        return "0/0"
+    lo, hi = wilson(k, n)
+    return f"{k}/{n} = {100 * k / n:.0f}% [{100 * lo:.0f}–{100 * hi:.0f}%]"
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def raw_verdict(record: dict[str, Any]) -> str | None:
+    """'right', 'wrong' or None (no answer from the model to judge)."""
+    candidate = (record.get("candidate") or "").strip()
+    if not candidate:
+        return None
+    if record["expect"] != "answer":
+        return "wrong"
+    return "right" if record.get("candidateRight") else "wrong"
+
+
+def figures(records: Sequence[dict[str, Any]]) -> dict[str, str]:
+    n = len(records)
+    judged = [(r, raw_verdict(r)) for r in records]
+    with_answer = [(r, v) for r, v in judged if v is not None]
+    wrong = [r for r, v in with_answer if v == "wrong"]
+    right = [r for r, v in with_answer if v == "right"]
+    decided_wrong = [r for r in wrong if r["status"] in ("answered", "refused")]
+    decided_right = [r for r in right if r["status"] in ("answered", "refused")]
+    expect_not_answer = [r for r in records if r["expect"] != "answer"]
+    expect_answer = [r for r in records if r["expect"] == "answer"]
+    model_errors = [r for r in records if r.get("reason") == "model_error"]
+    ms = [float(r["ms"]) for r in records if r.get("ms") is not None]
+    screened = sum(1 for r in records if r.get("candidate") is None and r["status"] == "blocked")
+    return {
+        "cases": str(n),
+        "the model answered (non-empty candidate)": rate(len(with_answer), n),
+        "raw model wrong or unsupported, of its answers": rate(len(wrong), len(with_answer)),
+        "raw model right, of its answers": rate(len(right), len(with_answer)),
+        "**gate catch rate**: wrong answers refused, of those it decided": rate(
+            sum(1 for r in decided_wrong if r["status"] == "refused"), len(decided_wrong)
+        ),
+        "**right answers passed**, of those it decided": rate(
+            sum(1 for r in decided_right if r["status"] == "answered"), len(decided_right)
+        ),
+        "fabrication at the gate (answered, expected refuse/block)": rate(
+            sum(1 for r in expect_not_answer if r["status"] == "answered"), len(expect_not_answer)
+        ),
+        "false refusal (not answered, expected an answer)": rate(
+            sum(1 for r in expect_answer if r["status"] != "answered"), len(expect_answer)
+        ),
+        "answered correctly (expected an answer)": rate(
+            sum(1 for r in expect_answer if r["status"] == "answered" and r.get("answerCorrect")), len(expect_answer)
+        ),
+        "blocked before generation (screening etc.)": rate(screened, n),
+        "model_error (server or output failure)": rate(len(model_errors), n),
+        "latency p50 / p95 per question": (
+            f"{quantile(ms, 0.5) / 1000:.1f} s / {quantile(ms, 0.95) / 1000:.1f} s" if ms else "n/a"
+        ),
+        "latency mean": f"{statistics.fmean(ms) / 1000:.1f} s" if ms else "n/a",
+    }
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue  # a line cut off by a stopped run
+    return records
+
+
+def examples(records: Sequence[dict[str, Any]], limit: int = 8) -> list[str]:
+    """The raw model's wrong answers, with what the gate did: what a reader checks the figures against."""
+    lines = []
+    for r in records:
+        if raw_verdict(r) != "wrong":
+            continue
+        gate = r["status"] if r.get("reason") != "model_error" else "model_error"
+        answer = " ".join((r.get("candidate") or "").split())[:160].replace("|", "\\|")
+        lines.append(f"| {r['id']} | {r['expect']} | {gate} ({r.get('reason') or ''}) | {answer} |")
+        if len(lines) == limit:
+            break
+    return lines
+
+
+def render(folder: Path) -> str:
+    out = [
+        "# The gate on a real model's mistakes",
+        "",
+        "Written by `python -m evals.llm_report` from `make llm-evals` (`evals/llm_evals.py`): the `openai`",
+        "profile against llama.cpp's server (`xllamacpp`) serving Qwen2.5-Coder-1.5B-Instruct Q4_K_M",
+        f"(sha256 `{QWEN_SHA256[:16]}…`, see docs/models.md) on this machine's CPU, `temperature` 0, the",
+        "default gate and `LOCAL_MODELS=features`. How each figure is counted is in the module's docstring;",
+        "every rate is count/denominator = % [95% Wilson interval]. A suite with fewer cases than its file",
+        "was not run to the end (the run resumes: `make llm-evals`). Right and wrong are judged literally, by",
+        "the case's `mustIncludeAny` strings, as `provenance evals` judges them: an answer that drops the",
+        "currency sign (`85 per month` for `$85`) counts as wrong, and so does the gate passing it.",
+        "",
+    ]
+    for name, title in SUITES:
+        records = load(folder / f"{name}.jsonl")
+        out.append(f"## {title}")
+        out.append("")
+        if not records:
+            out += ["Not run yet.", ""]
+            continue
+        out += ["| figure | value |", "|---|---|"]
+        out += [f"| {k} | {v} |" for k, v in figures(records).items()]
+        wrong = examples(records)
+        if wrong:
+            out += ["", "The raw model's wrong or unsupported answers (first few) and what the gate did:", ""]
+            out += ["| case | expected | gate | the model's answer |", "|---|---|---|---|", *wrong]
+        out.append("")
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", type=Path, default=REPO_ROOT / "evals" / "llm")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "evals" / "results-llm.md")
+    args = parser.parse_args(argv)
+    args.out.write_text(render(args.dir), encoding="utf-8")
+    print(f"report: {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""`make llm-evals`' pieces that need no model: the report's counting and intervals, a resumed run's records,
+and reading a GGUF header."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+from evals.llm_report import figures, rate, raw_verdict, wilson
+from evals.llm_server import gguf_name
+from provenance.evals import Case, CaseResult, json_record, resumed_results
+
+
+def record(
+    expect: str, status: str, candidate: str | None, right: bool | None = None, reason: str | None = None
+) -> dict[str, object]:
+    correct = right if status == "answered" else None
+    return {"id": "c", "expect": expect, "status": status, "reason": reason, "candidate": candidate} | {
+        "candidateRight": right,
+        "answerCorrect": correct,
+        "ms": 1000.0,
+    }
+
+
+def test_wilson_interval() -> None:
+    lo, hi = wilson(9, 10)
+    assert lo == pytest.approx(0.596, abs=0.001) and hi == pytest.approx(0.982, abs=0.001)
+    assert wilson(0, 0) == (0.0, 1.0)
+    assert rate(9, 10) == "9/10 = 90% [60–98%]"
+
+
+def test_the_raw_model_and_the_gate_are_counted_apart() -> None:
+    records = [
+        record("answer", "answered", "$85 a month", right=True),  # right, passed
+        record("answer", "refused", "$85 a month", right=True),  # right, refused
+        record("answer", "refused", "$60 a month", right=False),  # wrong, caught
+        record("refuse", "answered", "Dogs are welcome.", right=None),  # wrong, passed: a fabrication
+        record("refuse", "refused", "", right=None),  # the model declined: not judged
+        record("block", "blocked", None, right=None),  # screened before generation
+        record("answer", "blocked", "$60 a month", right=False, reason="model_error"),  # no decision of the gate's
+    ]
+    assert raw_verdict(records[0]) == "right" and raw_verdict(records[3]) == "wrong" and raw_verdict(records[4]) is None
+    f = figures(records)
+    assert f["raw model wrong or unsupported, of its answers"].startswith("3/5 ")
+    assert f["**gate catch rate**: wrong answers refused, of those it decided"].startswith("1/2 ")
+    assert f["**right answers passed**, of those it decided"].startswith("1/2 ")
+    assert f["fabrication at the gate (answered, expected refuse/block)"].startswith("1/3 ")
+    assert f["false refusal (not answered, expected an answer)"].startswith("3/4 ")
+    assert f["model_error (server or output failure)"].startswith("1/7 ")
+
+
+def test_a_resumed_run_keeps_only_this_runs_whole_records(tmp_path: Path) -> None:
+    cases = [
+        Case(id="a", bucket="b", question="Q1?", expect="answer"),
+        Case(id="b", bucket="b", question="Q2?", expect="refuse"),
+    ]
+    done = CaseResult(
+        id="a",
+        bucket="b",
+        question="Q1?",
+        expect="answer",
+        status="answered",
+        reason=None,
+        answer="x",
+        citations=["p"],
+        groundedness=0.9,
+        min_claim=0.9,
+        relevance=1.0,
+        claim_support=[0.9],
+        claim_relevance=[1.0],
+        ms=12.0,
+        must_include_any=["x"],
+        answer_correct=True,
+        candidate_answer="x",
+    )
+    other = json.dumps(json_record(done) | {"question": "another question"})
+    path = tmp_path / "run.jsonl"
+    path.write_text(json.dumps(json_record(done)) + "\n" + other + "\n" + '{"id": "b", "cut', encoding="utf-8")
+    kept = resumed_results(path, cases)
+    assert list(kept) == ["a"] and kept["a"] == done
+
+
+def test_gguf_name_reads_the_header(tmp_path: Path) -> None:
+    def string(s: str) -> bytes:
+        return struct.pack("<Q", len(s)) + s.encode()
+
+    header = b"GGUF" + struct.pack("<IQQ", 3, 0, 3)
+    header += string("general.architecture") + struct.pack("<I", 8) + string("qwen2")
+    header += string("general.alignment") + struct.pack("<I", 4) + struct.pack("<I", 32)
+    header += string("general.name") + struct.pack("<I", 8) + string("Qwen2.5 Coder 1.5B Instruct GGUF")
+    path = tmp_path / "m.gguf"
+    path.write_bytes(header)
+    assert gguf_name(path) == "Qwen2.5 Coder 1.5B Instruct GGUF"
+    (tmp_path / "x.gguf").write_bytes(b"nope")
+    assert gguf_name(tmp_path / "x.gguf") is None

