@@ -5,7 +5,6 @@ The tests skip, with the reason, only when /usr/bin/chromium is missing; `make t
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -13,21 +12,11 @@ from playwright.async_api import Browser, Page, ViewportSize, async_playwright
 
 from provenance.settings import Settings
 from tests.conftest import LiveServer
+from tests.documents_support import CHROMIUM, CHROMIUM_ARGS
 from tests.test_corpora import two_corpora  # noqa: F401  (the fixture, shared)
 
-CHROMIUM = Path("/usr/bin/chromium")
 HAVE_CHROMIUM = CHROMIUM.exists()
 SKIP_REASON = f"{CHROMIUM} is not installed (`make chromium` installs Debian's package; CI runs it)"
-# The machine has no internet: without these flags Chromium stalls on background network attempts.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-    "--disable-quic",
-]
 DESKTOP: ViewportSize = {"width": 1200, "height": 900}
 
 
