@@ -69,6 +69,7 @@ def test_a_resumed_run_keeps_only_this_runs_whole_records(tmp_path: Path) -> Non
         groundedness=0.9,
         min_claim=0.9,
         relevance=1.0,
+        relevance_rule="best",
         claim_support=[0.9],
         claim_relevance=[1.0],
         ms=12.0,
