@@ -7,6 +7,9 @@ Per suite, from each case's record (`provenance evals --json`):
   case's must also say what it leaves out), and **wrong or unsupported** when it is not empty and the case
   expects a refusal or a block, or expects an answer and it holds none of them. An empty candidate is the
   model declining; a case the screener blocked before generation has none;
+- "holds" is judged after SQuAD's answer normalisation (lower case, punctuation and articles dropped), as
+  words in a row: a model writes "85 per month" for "$85", and the gate passing it is no fabrication.
+  `provenance evals` matches the strings literally; the report counts the answers the two judge apart;
 - the gate's **catch rate** is the wrong answers it refused, over the wrong answers it decided on; **right
   passed** is the right answers it let through, over the right answers it decided on. A call that failed
   after generation (`model_error`) is no decision of the gate's: those are counted beside, not in, either;
@@ -24,12 +27,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
+import string
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from evals.llm_server import QWEN_SHA256, REPO_ROOT
+from provenance import text as T
+from provenance.claims import is_meta_claim
+from provenance.evals import PARTIAL
 
 SUITES = (
     ("ours", "Our cases (evals/cases.jsonl)"),
@@ -62,14 +70,43 @@ def quantile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
+ARTICLES = re.compile(r"\b(a|an|the)\b")
+PUNCTUATION = str.maketrans("", "", string.punctuation)
+
+
+def normalised_words(text: str) -> list[str]:
+    """SQuAD's answer normalisation: lower case, no punctuation (so no currency sign), no articles."""
+    return ARTICLES.sub(" ", text.lower().translate(PUNCTUATION)).split()
+
+
+def holds(answer: str, expected: str) -> bool:
+    """Whether the answer says `expected`: its normalised words, in a row (so "12" is not "120")."""
+    words, want = normalised_words(answer), normalised_words(expected)
+    if not want:
+        return False
+    return any(words[i : i + len(want)] == want for i in range(len(words) - len(want) + 1))
+
+
+def right_answer(record: dict[str, Any], answer: str | None) -> bool:
+    """Whether `answer` is right for the case: it holds a reference answer (normalised), and a partial case's
+    also says what it leaves out. A record without its reference answers keeps `provenance evals`' verdict."""
+    if not answer or record["expect"] != "answer":
+        return False
+    must = record.get("mustIncludeAny")
+    if not must:
+        return bool(record.get("candidateRight") if answer == record.get("candidate") else record.get("answerCorrect"))
+    right = any(holds(answer, m) for m in must)
+    if right and record.get("bucket") == PARTIAL:
+        return any(is_meta_claim(s) for s in T.split_sentences(answer))
+    return right
+
+
 def raw_verdict(record: dict[str, Any]) -> str | None:
     """'right', 'wrong' or None (no answer from the model to judge)."""
     candidate = (record.get("candidate") or "").strip()
     if not candidate:
         return None
-    if record["expect"] != "answer":
-        return "wrong"
-    return "right" if record.get("candidateRight") else "wrong"
+    return "right" if right_answer(record, candidate) else "wrong"
 
 
 def figures(records: Sequence[dict[str, Any]]) -> dict[str, str]:
@@ -103,7 +140,11 @@ def figures(records: Sequence[dict[str, Any]]) -> dict[str, str]:
             sum(1 for r in expect_answer if r["status"] != "answered"), len(expect_answer)
         ),
         "answered correctly (expected an answer)": rate(
-            sum(1 for r in expect_answer if r["status"] == "answered" and r.get("answerCorrect")), len(expect_answer)
+            sum(1 for r in expect_answer if r["status"] == "answered" and right_answer(r, r.get("answer"))),
+            len(expect_answer),
+        ),
+        "raw answers right only once normalised (a literal match calls them wrong)": str(
+            sum(1 for r, v in with_answer if v == "right" and not r.get("candidateRight"))
         ),
         "blocked before generation (screening etc.)": rate(screened, n),
         "model_error (server or output failure)": rate(len(model_errors), n),
@@ -149,9 +190,10 @@ def render(folder: Path) -> str:
         f"(sha256 `{QWEN_SHA256[:16]}…`, see docs/models.md) on this machine's CPU, `temperature` 0, the",
         "default gate and `LOCAL_MODELS=features`. How each figure is counted is in the module's docstring;",
         "every rate is count/denominator = % [95% Wilson interval]. A suite with fewer cases than its file",
-        "was not run to the end (the run resumes: `make llm-evals`). Right and wrong are judged literally, by",
-        "the case's `mustIncludeAny` strings, as `provenance evals` judges them: an answer that drops the",
-        "currency sign (`85 per month` for `$85`) counts as wrong, and so does the gate passing it.",
+        "was not run to the end (the run resumes: `make llm-evals`); squad2-normans is asked in a seeded random",
+        "order, so a part-run is a random sample of it. Right and wrong are judged by the case's",
+        "`mustIncludeAny` strings after SQuAD's normalisation (case, punctuation, articles): `85 per month` is",
+        "right for `$85`, `12` is not `12 spaces`.",
         "",
     ]
     for name, title in SUITES:

@@ -8,7 +8,7 @@ import asyncio
 import itertools
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import asyncpg
@@ -21,7 +21,9 @@ from provenance.evals import load_cases
 from provenance.guards.spend import utc_day
 from provenance.http.streaming import WIRE_KEYS, _Events, stream_ask
 from provenance.models import AdmissionStage, AskResponse, SpendStage, StageRecord
-from provenance.pipeline import OnStage, Outcome, Pipeline
+from provenance.passages import ScoredPassage
+from provenance.pipeline import WITHHELD_NOT_IN_ANSWER, OnStage, Outcome, Pipeline
+from provenance.ports import ClaimVerdict, Decomposition, Usage, Verification
 from provenance.services import Services
 from provenance.settings import REPO_ROOT, Settings
 from tests.conftest import LiveServer
@@ -195,6 +197,35 @@ async def test_no_event_tells_a_refused_answers_text(corpus_services: Services) 
     assert response.stages.decomposition.dropped  # the second sentence, dropped and withheld
     for told in ("Car parking costs $37", "413 bicycle bays"):
         assert told not in b" ".join(events).decode()
+
+
+class StrayChecker:
+    """A model whose claims include one its answer doesn't make (a small model copying its prompt's example)."""
+
+    name = "stray-checker"
+
+    async def decompose_and_verify(
+        self, question: str, answer: str, passages: Sequence[ScoredPassage]
+    ) -> tuple[Decomposition, Verification]:
+        claims = [answer, "A day pass costs $413."]
+        verdicts = [ClaimVerdict(1.0, [passages[0].id], relevance=1.0)] * 2
+        return Decomposition(claims, Usage(model="stray")), Verification(verdicts)
+
+
+async def test_a_claim_the_answer_does_not_make_is_never_told(corpus_services: Services) -> None:
+    s = corpus_services
+    profile = msgspec.structs.replace(
+        s.profile,
+        generator=FixedGenerator("Car parking costs $37 per day in the rear yard."),
+        decomposer=None,
+        decompose_and_verify=StrayChecker(),
+    )
+    pipeline = Pipeline(s.settings, s.store, s.embedder, profile)
+    await pipeline.refresh_corpus()
+    response, events, _ = await _stream_in_process(pipeline, "Is there car parking at the makerspace?")
+    assert response.status == "refused"
+    assert response.stages.decomposition.not_in_answer == [WITHHELD_NOT_IN_ANSWER]
+    assert "$413" not in b" ".join(events).decode()
 
 
 async def test_an_error_after_the_stream_began_is_an_error_event() -> None:

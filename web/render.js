@@ -608,6 +608,8 @@ function stageFigures(key, s) {
     case 'decomposition':
       add('claims', s.claimCount);
       if ((s.dropped || []).length) add('dropped', s.dropped.length);
+      if ((s.notInAnswer || []).length) add('not in the answer', s.notInAnswer.length);
+      if (s.added) add('answer sentences added', s.added);
       add('model', s.model);
       break;
     case 'entailment': if ((s.verifiers || []).length) add('verifiers', s.verifiers.join(', ')); break;

@@ -4,7 +4,9 @@ they are dropped before verification, whichever profile made them."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+
+from provenance import text as T
 
 _SOURCE = r"(?:passages?|documents?|sources?|context|handbook|excerpts?|provided (?:text|information|material))"
 _META = re.compile(
@@ -67,3 +69,38 @@ def _strip_meta_prefix(claim: str) -> str:
     if stripped != claim and stripped:
         return stripped[0].upper() + stripped[1:]
     return claim
+
+
+# A model's claim is its answer's when every number in it is the answer's or the question's and this share of
+# its content words is: a claim made self-contained borrows its subject from the question, and a small model
+# also copies the prompt's own example ("A day pass costs $25.") as a claim of an answer about something else.
+IN_ANSWER_MIN_OVERLAP = 0.7  # one new word in four (a verb: "costs"), not two in six
+# An answer sentence is covered when every number in it is in some claim and this share of its content words
+# is in the claims: what no claim says would be shown unchecked.
+COVERED_MIN_OVERLAP = 0.5
+
+
+def in_answer(claim: str, answer: str, question: str) -> bool:
+    """Whether the answer (read with its question) makes this claim."""
+    said = f"{answer} {question}"
+    if T.unsupported_numbers(claim, said):
+        return False
+    return T.overlap(T.content_terms(claim), T.content_terms(said)) >= IN_ANSWER_MIN_OVERLAP
+
+
+# "Yes, ..." and "No, ..." answer the question; the fact is what follows, and that is what gets checked.
+_REPLY_WORD = re.compile(r"^\s*(?:yes|no)\b\s*[,.;:!\u2013\u2014-]+\s*", re.IGNORECASE)
+
+
+def uncovered_sentences(answer: str, claims: Sequence[str]) -> list[str]:
+    """The answer's sentences that no claim states: each still has to be checked, as a claim of its own."""
+    said = " ".join(claims)
+    terms, numbers = T.content_terms(said), T.bare_numbers(said)
+    out = []
+    for sentence in T.split_sentences(answer):
+        fact = _REPLY_WORD.sub("", sentence, count=1)
+        if not fact or is_meta_claim(fact):
+            continue
+        if not T.bare_numbers(fact) <= numbers or T.overlap(T.content_terms(fact), terms) < COVERED_MIN_OVERLAP:
+            out.append(fact[0].upper() + fact[1:])
+    return out

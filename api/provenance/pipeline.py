@@ -28,6 +28,7 @@ from provenance.models import (
     AskResponse,
     Citation,
     ClaimResult,
+    DecompositionStage,
     RateLimitStage,
     Reason,
     StageRecord,
@@ -413,9 +414,9 @@ class Pipeline:
             assert decomposer is not None  # a Profile has one or the other (Profile.__post_init__)
             decomposed = await decompose(question, answer, decomposer)
         usages.append(decomposed.usage)
-        # The claims dropped as being about the sources are the answer's words: not told before the gate decides.
-        withheld = [WITHHELD_DROPPED] * len(decomposed.stage.dropped)
-        run.record("decomposition", decomposed.stage, told=msgspec.structs.replace(decomposed.stage, dropped=withheld))
+        # The claims dropped (about the sources, or not the answer's) are the model's words: not told before the
+        # gate decides, nor after a refusal.
+        run.record("decomposition", decomposed.stage, told=_withhold_dropped(decomposed.stage))
         entailed = await entail(
             question, decomposed.claims, passages, self.profile.verifier, model_verdicts=model_verdicts
         )
@@ -430,9 +431,7 @@ class Pipeline:
                 "groundedness",
                 msgspec.structs.replace(verdict, claims=[withhold_unquoted(c, passages) for c in verdict.claims]),
             )
-            stages.decomposition = msgspec.structs.replace(
-                stages.decomposition, dropped=[WITHHELD_DROPPED] * len(stages.decomposition.dropped)
-            )
+            stages.decomposition = _withhold_dropped(stages.decomposition)
             await self._closest(run, passages)
             return run.finish("refused", "not_an_answer" if verdict.failed == "relevance" else "not_grounded")
         run.record("groundedness", verdict)
@@ -471,6 +470,15 @@ REFUNDED = frozenset({"model_error", "budget_exhausted"})
 
 WITHHELD = "(withheld: a claim of the refused answer that the documents do not contain word for word)"
 WITHHELD_DROPPED = "(withheld: a claim about the sources, dropped before checking)"
+WITHHELD_NOT_IN_ANSWER = "(withheld: a claim the answer doesn't make, dropped before checking)"
+
+
+def _withhold_dropped(stage: DecompositionStage) -> DecompositionStage:
+    return msgspec.structs.replace(
+        stage,
+        dropped=[WITHHELD_DROPPED] * len(stage.dropped),
+        not_in_answer=[WITHHELD_NOT_IN_ANSWER] * len(stage.not_in_answer),
+    )
 
 
 def withhold_unquoted(claim: ClaimResult, passages: Sequence[ScoredPassage]) -> ClaimResult:

@@ -59,6 +59,10 @@ MISSING_VERDICT = ClaimVerdict(support=0.0, supporting_passage_ids=[], relevance
 class Verification(msgspec.Struct, frozen=True):
     verdicts: list[ClaimVerdict]
     usage: Usage | None = None
+    # A model's verdicts: the claims from this index on are not the model's but the answer's own sentences
+    # that none of its claims covered, so the local verifier judges them alone. None: every claim is the
+    # model's, and one it gave no verdict for scores 0.
+    local_only_from: int | None = None
 
 
 class Screener(Protocol):

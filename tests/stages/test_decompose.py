@@ -5,12 +5,14 @@ logic, not the local profile's tuning."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from provenance.claims import split_claims
-from provenance.ports import (
-    Decomposition,
-    Usage,
-)
-from provenance.stages.decompose import decompose
+from provenance.passages import ScoredPassage
+from provenance.ports import ClaimVerdict, Decomposition, Usage, Verification
+from provenance.stages.decompose import decompose, decompose_and_verify
+from provenance.stages.entail import combine
+from tests.stages.support import LOCKERS, PASSAGES
 
 
 class FixedDecomposer:
@@ -52,3 +54,62 @@ def test_filter_claims_without_meta_has_no_drops() -> None:
 async def test_decompose_detail_is_none_without_drops() -> None:
     outcome = await decompose("q", "a", FixedDecomposer(["Lockers are rented by the month."]))
     assert outcome.stage.detail is None and outcome.stage.dropped == []
+
+
+class FixedChecker:
+    """A model that returns fixed claims, each with a verdict of its own (support, relevance)."""
+
+    name = "fixed-checker"
+
+    def __init__(self, claims: list[str], verdicts: list[tuple[float, float]]) -> None:
+        self.claims, self.verdicts = claims, verdicts
+
+    async def decompose_and_verify(
+        self, question: str, answer: str, passages: Sequence[ScoredPassage]
+    ) -> tuple[Decomposition, Verification]:
+        verdicts = [ClaimVerdict(s, [LOCKERS.id], relevance=r) for s, r in self.verdicts]
+        return Decomposition(self.claims, Usage(model="fixed-chk")), Verification(verdicts)
+
+
+async def test_a_claim_the_answer_does_not_make_is_dropped() -> None:
+    # A small model copies the prompt's own example as a claim of an answer about something else.
+    checker = FixedChecker(
+        ["A day pass costs $25.", "A standard locker costs $14 per month."], [(1.0, 1.0), (0.9, 1.0)]
+    )
+    outcome, given = await decompose_and_verify(
+        "How much is a locker?", "A standard locker costs $14 per month.", PASSAGES, checker
+    )
+    assert outcome.claims == ["A standard locker costs $14 per month."]
+    assert outcome.stage.not_in_answer == ["A day pass costs $25."] and outcome.stage.added == 0
+    # The verdict that stays is the kept claim's own, not the dropped one's.
+    assert [v.support for v in given.verdicts] == [0.9] and given.local_only_from is None
+    assert outcome.stage.detail and "doesn't make" in outcome.stage.detail
+
+
+async def test_a_claim_made_self_contained_from_the_question_is_the_answers() -> None:
+    checker = FixedChecker(["A standard locker costs $14 per month."], [(0.9, 1.0)])
+    outcome, _ = await decompose_and_verify("How much is a standard locker per month?", "$14.", PASSAGES, checker)
+    assert outcome.claims == ["A standard locker costs $14 per month."] and outcome.stage.not_in_answer == []
+
+
+async def test_an_answer_sentence_no_claim_states_is_checked_as_a_claim_by_the_local_verifier_alone() -> None:
+    # The model's claims leave out the answer's second sentence, number and all: it would be shown unchecked.
+    answer = "Yes, a standard locker costs $14 per month. Large lockers cost $22 per month."
+    checker = FixedChecker(["A standard locker costs $14 per month."], [(0.9, 1.0)])
+    outcome, given = await decompose_and_verify("How much is a locker?", answer, PASSAGES, checker)
+    assert outcome.claims == ["A standard locker costs $14 per month.", "Large lockers cost $22 per month."]
+    assert outcome.stage.added == 1 and outcome.stage.claim_count == 2
+    assert given.local_only_from == 1 and len(given.verdicts) == 1
+    local = Verification([ClaimVerdict(0.95, [LOCKERS.id], 0.9), ClaimVerdict(0.3, [], 0.8)])
+    first, second = combine(outcome.claims, local, given)
+    assert (first.support, first.model_support) == (0.9, 0.9)
+    # No model verdict for the added sentence: the local verifier's stands, not a missing verdict's 0.
+    assert (second.support, second.model_support, second.relevance) == (0.3, None, 0.8)
+
+
+async def test_a_reply_word_is_not_a_claim_and_a_covered_answer_adds_nothing() -> None:
+    answer = "Yes. A standard locker costs $14 per month."
+    checker = FixedChecker(["A standard locker costs $14 per month."], [(0.9, 1.0)])
+    outcome, given = await decompose_and_verify("Is there a locker fee?", answer, PASSAGES, checker)
+    assert outcome.claims == ["A standard locker costs $14 per month."] and outcome.stage.added == 0
+    assert given.local_only_from is None

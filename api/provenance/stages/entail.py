@@ -26,7 +26,7 @@ def combine(claims: Sequence[str], local: Verification, model: Verification | No
     for i, claim in enumerate(claims):
         lv = local.verdicts[i]
         mv: ClaimVerdict | None = None
-        if model is not None:
+        if model is not None and (model.local_only_from is None or i < model.local_only_from):
             mv = model.verdicts[i] if i < len(model.verdicts) else MISSING_VERDICT
         if mv is None:
             support, ids = lv.support, list(lv.supporting_passage_ids)
