@@ -41,6 +41,7 @@ from provenance.profiles.tools import (
     AnswerOut,
     CheckedClaimsOut,
     ScreenOut,
+    SdkErrors,
     Tool,
     call_name,
     checked_claims,
@@ -50,6 +51,7 @@ from provenance.profiles.tools import (
     generation,
     parse_output,
     screen_user,
+    sdk_failure,
 )
 from provenance.settings import Settings
 from provenance.verifiers import LocalVerifier, build_verifier
@@ -89,6 +91,13 @@ ANSWER_SCHEMA = tool_param(ANSWER)
 CHECKED_CLAIMS_SCHEMA = tool_param(CHECKED_CLAIMS)
 
 
+# The SDK's failures, and what its messages call the other end.
+SDK_ERRORS = SdkErrors(
+    anthropic.APITimeoutError, anthropic.APIStatusError, anthropic.APIConnectionError, anthropic.AnthropicError
+)
+SERVER = "model API"
+
+
 async def call_tool(
     client: AsyncAnthropic,
     *,
@@ -114,26 +123,17 @@ async def call_tool(
             tools=[tool],
             tool_choice=choice,
         )
-    # Messages name the failure only: SDK errors can carry response bodies, and none of it helps a caller.
-    except anthropic.APITimeoutError:
-        raise ModelError(f"{what}: the model call timed out", call=call, kind="timeout") from None
-    except anthropic.APIStatusError as exc:
-        raise ModelError(
-            f"{what}: the model API answered HTTP {exc.status_code}", call=call, kind="http_status"
-        ) from None
-    except anthropic.APIConnectionError:
-        raise ModelError(f"{what}: could not reach the model API", call=call, kind="connection") from None
-    except anthropic.AnthropicError as exc:
-        raise ModelError(f"{what}: the model call failed ({type(exc).__name__})", call=call) from None
-    except ValueError as exc:
-        # The SDK lets a non-JSON body (say, a proxy's HTML error page) escape as JSONDecodeError.
-        raise ModelError(f"{what}: the model API sent an unreadable response", call=call, kind="malformed") from exc
+    except Exception as exc:
+        failure = sdk_failure(exc, SDK_ERRORS, what=what, call=call, server=SERVER)
+        if failure is None:
+            raise
+        raise failure from (exc if failure.kind == "malformed" else None)
     try:
         usage = _usage(model, response)
         content = list(response.content)
     except (AttributeError, TypeError) as exc:
         # Without strict validation the SDK builds its models from whatever JSON arrived.
-        raise ModelError(f"{what}: the model API sent a malformed response", call=call, kind="malformed") from exc
+        raise ModelError(f"{what}: the {SERVER} sent a malformed response", call=call, kind="malformed") from exc
     if response.stop_reason == "max_tokens":
         cut_off = f"{what}: the model's output was cut off at max_tokens"
         raise ModelOutputError(cut_off, usage, call=call, kind="cut_off")

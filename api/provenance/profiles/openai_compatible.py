@@ -40,6 +40,7 @@ from provenance.profiles.tools import (
     TOKENIZER_SLACK,
     AnswerOut,
     CheckedClaimsOut,
+    SdkErrors,
     Tool,
     call_name,
     checked_claims,
@@ -47,6 +48,7 @@ from provenance.profiles.tools import (
     generate_user,
     generation,
     parse_output,
+    sdk_failure,
 )
 from provenance.settings import Settings
 from provenance.verifiers import LocalVerifier, build_verifier
@@ -141,6 +143,11 @@ def _usage(model: str, response: ChatCompletion, prompt: str, max_tokens: int) -
     return Usage(model=model, input_tokens=u.prompt_tokens, output_tokens=u.completion_tokens)
 
 
+# The SDK's failures, and what its messages call the other end.
+SDK_ERRORS = SdkErrors(openai.APITimeoutError, openai.APIStatusError, openai.APIConnectionError, openai.OpenAIError)
+SERVER = "model server"
+
+
 async def call_structured(
     client: AsyncOpenAI,
     *,
@@ -165,21 +172,11 @@ async def call_structured(
             temperature=0,
             response_format=response_format(tool, passage_ids),
         )
-    # Messages name the failure only: SDK errors can carry response bodies and the server's address, and
-    # none of it helps a caller. APITimeoutError is an APIConnectionError, so it comes first.
-    except openai.APITimeoutError:
-        raise ModelError(f"{what}: the model server did not answer in time", call=call, kind="timeout") from None
-    except openai.APIStatusError as exc:
-        raise ModelError(
-            f"{what}: the model server answered HTTP {exc.status_code}", call=call, kind="http_status"
-        ) from None
-    except openai.APIConnectionError:
-        raise ModelError(f"{what}: could not reach the model server", call=call, kind="connection") from None
-    except openai.OpenAIError as exc:
-        raise ModelError(f"{what}: the model call failed ({type(exc).__name__})", call=call) from None
-    except ValueError as exc:
-        # A body that isn't JSON at all (a proxy's HTML error page) escapes the SDK as JSONDecodeError.
-        raise ModelError(f"{what}: the model server sent an unreadable response", call=call, kind="malformed") from exc
+    except Exception as exc:
+        failure = sdk_failure(exc, SDK_ERRORS, what=what, call=call, server=SERVER)
+        if failure is None:
+            raise
+        raise failure from (exc if failure.kind == "malformed" else None)
     try:
         usage = _usage(model, response, system + user, max_tokens)
         choice = response.choices[0]
@@ -188,7 +185,7 @@ async def call_structured(
         refusal = getattr(choice.message, "refusal", None)
     except (AttributeError, TypeError, IndexError) as exc:
         # Without strict validation the SDK builds its models from whatever JSON arrived.
-        raise ModelError(f"{what}: the model server sent a malformed response", call=call, kind="malformed") from exc
+        raise ModelError(f"{what}: the {SERVER} sent a malformed response", call=call, kind="malformed") from exc
     if finish_reason == "length":
         raise ModelOutputError(
             f"{what}: the model's output was cut off at max_tokens", usage, call=call, kind="cut_off"

@@ -13,11 +13,11 @@ import contextlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, NamedTuple, TypeVar
 
 import msgspec
 
-from provenance.errors import ModelOutputError
+from provenance.errors import ModelError, ModelOutputError
 from provenance.passages import ScoredPassage
 from provenance.ports import ClaimVerdict, Decomposition, Generation, Usage, Verification
 
@@ -304,3 +304,34 @@ def checked_claims(
         for item in out.claims
     ]
     return Decomposition(claims=claims, usage=usage), Verification(verdicts=verdicts, usage=None)
+
+
+# --- SDK failures ----------------------------------------------------------------------------------
+
+
+class SdkErrors(NamedTuple):
+    """A model SDK's exception classes (the anthropic and openai SDKs have the same four)."""
+
+    timeout: type[Exception]  # a kind of connection error in both SDKs, so it is asked first
+    status: type[Exception]  # carries status_code
+    connection: type[Exception]
+    base: type[Exception]
+
+
+def sdk_failure(exc: Exception, errors: SdkErrors, *, what: str, call: str, server: str) -> ModelError | None:
+    """The ModelError a failed SDK call is, or None for an exception that is no model failure. Messages name
+    the failure only: SDK errors can carry response bodies and the server's address, and none of it helps a
+    caller. `server` is what the profile calls the other end ("model API", "model server")."""
+    if isinstance(exc, errors.timeout):
+        return ModelError(f"{what}: the {server} did not answer in time", call=call, kind="timeout")
+    if isinstance(exc, errors.status):
+        status = getattr(exc, "status_code", "?")
+        return ModelError(f"{what}: the {server} answered HTTP {status}", call=call, kind="http_status")
+    if isinstance(exc, errors.connection):
+        return ModelError(f"{what}: could not reach the {server}", call=call, kind="connection")
+    if isinstance(exc, errors.base):
+        return ModelError(f"{what}: the model call failed ({type(exc).__name__})", call=call)
+    if isinstance(exc, ValueError):
+        # Both SDKs let a body that isn't JSON at all (a proxy's HTML error page) escape as JSONDecodeError.
+        return ModelError(f"{what}: the {server} sent an unreadable response", call=call, kind="malformed")
+    return None
