@@ -47,7 +47,10 @@ class Case(msgspec.Struct, frozen=True):
     reason: str | None = None
 
 
-class CaseResult(msgspec.Struct, rename="camel"):
+class CaseResult(msgspec.Struct, rename="camel", kw_only=True):
+    """One case's result; `--json` writes it as its camelCase fields (`json_record`) and a resumed run reads it
+    back from them."""
+
     id: str
     bucket: str
     question: str
@@ -60,14 +63,14 @@ class CaseResult(msgspec.Struct, rename="camel"):
     min_claim: float | None
     relevance: float | None
     # The gate's relevance rule for this case ("best" when a model judged relevance), for the re-scoring.
-    relevance_rule: str | None
+    relevance_rule: str | None = None
     claim_support: list[float]
     claim_relevance: list[float]
     ms: float
     must_include_any: list[str] | None = None
     answer_correct: bool | None = None
     # The answer the gate saw, kept in the eval record only so the threshold sweep can score correctness.
-    candidate_answer: str | None = None
+    candidate_answer: str | None = msgspec.field(default=None, name="candidate")
 
     @property
     def correct(self) -> bool:
@@ -407,55 +410,15 @@ def render_report(
 
 
 def json_record(r: CaseResult) -> dict[str, Any]:
-    """One case as `--json` writes it: everything `from_json_record` needs to take it back."""
-    return {
-        "id": r.id,
-        "bucket": r.bucket,
-        "question": r.question,
-        "expect": r.expect,
-        "status": r.status,
-        "reason": r.reason,
-        "answer": r.answer,
-        "citations": r.citations,
-        "groundedness": r.groundedness,
-        "minClaim": r.min_claim,
-        "relevance": r.relevance,
-        "relevanceRule": r.relevance_rule,
-        "claimSupport": r.claim_support,
-        "claimRelevance": r.claim_relevance,
-        # What the generator proposed, refused or not, and whether it held a reference answer: what
-        # a failure analysis needs (a refused right answer is the verifier's, a wrong one the reader's).
-        "candidate": r.candidate_answer,
-        "candidateRight": (
-            answer_right(r.bucket, r.candidate_answer, r.must_include_any) if r.expect == "answer" else None
-        ),
-        "ms": r.ms,
-        "mustIncludeAny": r.must_include_any,
-        "answerCorrect": r.answer_correct,
-    }
+    """One case as `--json` writes it: its fields, and whether the candidate held a reference answer (what a
+    failure analysis needs: a refused right answer is the verifier's, a wrong one the reader's)."""
+    right = answer_right(r.bucket, r.candidate_answer, r.must_include_any) if r.expect == "answer" else None
+    record: dict[str, Any] = msgspec.to_builtins(r)
+    return record | {"candidateRight": right}
 
 
 def from_json_record(record: Mapping[str, Any]) -> CaseResult:
-    return CaseResult(
-        id=record["id"],
-        bucket=record["bucket"],
-        question=record["question"],
-        expect=record["expect"],
-        status=record["status"],
-        reason=record["reason"],
-        answer=record["answer"],
-        citations=record["citations"],
-        groundedness=record["groundedness"],
-        min_claim=record["minClaim"],
-        relevance=record["relevance"],
-        relevance_rule=record.get("relevanceRule"),
-        claim_support=record["claimSupport"],
-        claim_relevance=record["claimRelevance"],
-        ms=record["ms"],
-        must_include_any=record["mustIncludeAny"],
-        answer_correct=record["answerCorrect"],
-        candidate_answer=record["candidate"],
-    )
+    return msgspec.convert(record, CaseResult)
 
 
 def resumed_results(json_out: Path, cases: Sequence[Case]) -> dict[str, CaseResult]:
@@ -469,7 +432,7 @@ def resumed_results(json_out: Path, cases: Sequence[Case]) -> dict[str, CaseResu
     for line in json_out.read_text(encoding="utf-8").splitlines():
         try:
             result = from_json_record(msgspec.json.decode(line))
-        except (msgspec.DecodeError, KeyError, TypeError):
+        except msgspec.DecodeError:  # a ValidationError too: a record of another shape
             continue
         if questions.get(result.id) == result.question:
             kept[result.id] = result
