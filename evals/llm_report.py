@@ -6,7 +6,8 @@ Per suite, from each case's record (`provenance evals --json`):
   when the case expects an answer and the candidate holds one of its `mustIncludeAny` strings (a partial
   case's must also say what it leaves out), and **wrong or unsupported** when it is not empty and the case
   expects a refusal or a block, or expects an answer and it holds none of them. An empty candidate is the
-  model declining; a case the screener blocked before generation has none;
+  model declining, and so is one whose every sentence is about the passages ("the passages don't mention
+  the wifi password"); a case the screener blocked before generation has none;
 - "holds" is judged after SQuAD's answer normalisation (lower case, punctuation and articles dropped), as
   words in a row: a model writes "85 per month" for "$85", and the gate passing it is no fabrication.
   `provenance evals` matches the strings literally; the report counts the answers the two judge apart;
@@ -104,8 +105,8 @@ def right_answer(record: dict[str, Any], answer: str | None) -> bool:
 def raw_verdict(record: dict[str, Any]) -> str | None:
     """'right', 'wrong' or None (no answer from the model to judge)."""
     candidate = (record.get("candidate") or "").strip()
-    if not candidate:
-        return None
+    if not candidate or all(is_meta_claim(s) for s in T.split_sentences(candidate)):
+        return None  # no answer, or one that only says the passages don't cover it: the model declining in words
     return "right" if right_answer(record, candidate) else "wrong"
 
 
@@ -124,7 +125,7 @@ def figures(records: Sequence[dict[str, Any]]) -> dict[str, str]:
     screened = sum(1 for r in records if r.get("candidate") is None and r["status"] == "blocked")
     return {
         "cases": str(n),
-        "the model answered (non-empty candidate)": rate(len(with_answer), n),
+        "the model answered (a candidate that states something)": rate(len(with_answer), n),
         "raw model wrong or unsupported, of its answers": rate(len(wrong), len(with_answer)),
         "raw model right, of its answers": rate(len(right), len(with_answer)),
         "**gate catch rate**: wrong answers refused, of those it decided": rate(
@@ -181,6 +182,53 @@ def examples(records: Sequence[dict[str, Any]], limit: int = 8) -> list[str]:
     return lines
 
 
+def gate_outcomes(records: Sequence[dict[str, Any]]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """((wrong refused, wrong passed), (right passed, right refused)) over the answers the gate decided on."""
+    decided = [(r, raw_verdict(r)) for r in records if r["status"] in ("answered", "refused")]
+    wrong = [r for r, v in decided if v == "wrong"]
+    right = [r for r, v in decided if v == "right"]
+    caught = sum(1 for r in wrong if r["status"] == "refused")
+    passed = sum(1 for r in right if r["status"] == "answered")
+    return (caught, len(wrong) - caught), (passed, len(right) - passed)
+
+
+def chart_svg(suites: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> str:
+    """Per suite, two bars: what the gate did with the raw model's wrong answers and with its right ones."""
+    rows: list[tuple[str, int, int, str, str]] = []
+    for title, records in suites:
+        (caught, missed), (passed, refused) = gate_outcomes(records)
+        rows.append((f"{title}: wrong answers", caught, missed, "refused (caught)", "passed (fabrication)"))
+        rows.append((f"{title}: right answers", passed, refused, "passed", "refused"))
+    label_w, bar_w, row_h, top = 250, 420, 34, 40
+    h = top + row_h * len(rows) + 20
+    w = label_w + bar_w + 140
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
+        'font-family="system-ui, sans-serif" font-size="12">',
+        f'<rect width="{w}" height="{h}" fill="#fff"/>',
+        '<text x="10" y="22" font-size="14" font-weight="600">The gate on Qwen2.5-Coder-1.5B\'s answers</text>',
+    ]
+    for i, (label, good, bad, good_name, bad_name) in enumerate(rows):
+        y = top + i * row_h
+        n = good + bad
+        out.append(f'<text x="10" y="{y + 17}">{label} (n={n})</text>')
+        if n == 0:
+            continue
+        gw = round(bar_w * good / n)
+        bad_colour = "#c0392b" if "wrong" in label else "#e0a526"
+        out.append(
+            f'<rect x="{label_w}" y="{y + 4}" width="{gw}" height="20" fill="#2e8b57">'
+            f"<title>{good_name}: {good}</title></rect>"
+        )
+        out.append(
+            f'<rect x="{label_w + gw}" y="{y + 4}" width="{bar_w - gw}" height="20" fill="{bad_colour}">'
+            f"<title>{bad_name}: {bad}</title></rect>"
+        )
+        out.append(f'<text x="{label_w + bar_w + 8}" y="{y + 18}">{good_name} {good}/{n}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
 def render(folder: Path) -> str:
     out = [
         "# The gate on a real model's mistakes",
@@ -194,6 +242,8 @@ def render(folder: Path) -> str:
         "order, so a part-run is a random sample of it. Right and wrong are judged by the case's",
         "`mustIncludeAny` strings after SQuAD's normalisation (case, punctuation, articles): `85 per month` is",
         "right for `$85`, `12` is not `12 spaces`.",
+        "",
+        "![What the gate did with the raw model's wrong and right answers](results-llm.svg)",
         "",
     ]
     for name, title in SUITES:
@@ -219,7 +269,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "evals" / "results-llm.md")
     args = parser.parse_args(argv)
     args.out.write_text(render(args.dir), encoding="utf-8")
-    print(f"report: {args.out}")
+    suites = [(name, load(args.dir / f"{name}.jsonl")) for name, _ in SUITES]
+    chart = args.out.with_suffix(".svg")
+    chart.write_text(chart_svg([(name, records) for name, records in suites if records]), encoding="utf-8")
+    print(f"report: {args.out}, chart: {chart}")
 
 
 if __name__ == "__main__":

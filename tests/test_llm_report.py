@@ -97,3 +97,32 @@ def test_gguf_name_reads_the_header(tmp_path: Path) -> None:
     assert gguf_name(path) == "Qwen2.5 Coder 1.5B Instruct GGUF"
     (tmp_path / "x.gguf").write_bytes(b"nope")
     assert gguf_name(tmp_path / "x.gguf") is None
+
+
+def test_answers_are_judged_after_squad_normalisation_and_a_decline_in_words_is_no_answer() -> None:
+    def case(candidate: str, must: list[str], expect: str = "answer") -> dict[str, object]:
+        return record(expect, "answered", candidate) | {"mustIncludeAny": must, "bucket": "answerable"}
+
+    assert raw_verdict(case("85 per month", ["$85"])) == "right"
+    assert raw_verdict(case("It costs $0.05 per gram.", ["$0.05"])) == "right"
+    assert raw_verdict(case("$60 a month", ["$85"])) == "wrong"
+    # Words in a row: "12" is not "120", and "12" alone is not "12 spaces".
+    assert raw_verdict(case("120 spaces", ["12 spaces"])) == "wrong"
+    assert raw_verdict(case("12", ["12 spaces"])) == "wrong"
+    assert raw_verdict(case("The passages do not mention the wifi password.", [], "refuse")) is None
+    assert raw_verdict(case("No, there is no car parking at the makerspace.", [], "refuse")) == "wrong"
+
+
+def test_the_chart_shows_what_the_gate_did_with_each_kind_of_answer() -> None:
+    from evals.llm_report import chart_svg, gate_outcomes
+
+    records = [
+        record("answer", "answered", "$85 a month", right=True),
+        record("answer", "refused", "$85 a month", right=True),
+        record("refuse", "refused", "Dogs are welcome.", right=None),
+        record("refuse", "answered", "Dogs are welcome.", right=None),
+        record("refuse", "refused", "Cats are welcome.", right=None),
+    ]
+    assert gate_outcomes(records) == ((2, 1), (1, 1))
+    svg = chart_svg([("ours", records)])
+    assert svg.startswith("<svg") and "refused (caught) 2/3" in svg and "passed 1/2" in svg
