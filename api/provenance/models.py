@@ -184,8 +184,8 @@ class DecompositionStage(Wire):
     model: str | None = None
     claim_count: int = 0
     dropped: list[str] = msgspec.field(default_factory=list)
-    # A model's claims its answer doesn't make (dropped), and the answer's sentences none of its claims
-    # stated (checked as claims of their own, at the end of the claims).
+    # A model's claims with a number its answer lacks (dropped), and the answer's sentences with a number none
+    # of its claims has (checked as claims of their own, at the end of the claims).
     not_in_answer: list[str] = msgspec.field(default_factory=list)
     added: int = 0
 
