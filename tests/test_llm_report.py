@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from evals.llm_report import figures, rate, raw_verdict, wilson
-from evals.llm_server import gguf_name
 from provenance.evals import Case, CaseResult, json_record, resumed_results
+from provenance.llm_server import gguf_name
 
 
 def record(

@@ -15,7 +15,7 @@ from provenance.verifiers.support import (
     NEGATION_VETO,
     NOT_SELF_CONTAINED_CAP,
     QUOTED_SUPPORT,
-    SupportJudge,
+    RuleSupport,
 )
 from provenance.verifiers.vectors import SentenceEmbeddings
 
@@ -139,20 +139,20 @@ KEYFOB = ScoredPassage(
 
 
 @pytest.fixture(scope="module")
-def support_judge(embedder: Embedder) -> SupportJudge:
+def support_judge(embedder: Embedder) -> RuleSupport:
     judge = build_feature_verifier(embedder).support
     judge.set_corpus([KEYFOB.text])
     return judge
 
 
-def test_support_a_verbatim_sentence_is_certain_and_located(support_judge: SupportJudge) -> None:
+def test_support_a_verbatim_sentence_is_certain_and_located(support_judge: RuleSupport) -> None:
     claim = "A replacement keyfob costs $15."
     (judged,) = support_judge.judge([claim], [KEYFOB])[0]
     assert judged.quoted and judged.score == QUOTED_SUPPORT and judged.veto is None
     assert KEYFOB.text[judged.start : judged.end] == claim
 
 
-def test_support_a_changed_number_is_vetoed(support_judge: SupportJudge) -> None:
+def test_support_a_changed_number_is_vetoed(support_judge: RuleSupport) -> None:
     (judged,) = support_judge.judge(["A replacement keyfob costs $25."], [KEYFOB])[0]
     assert judged.veto == "fact_not_stated" and judged.score <= FACT_VETO and not judged.quoted
     # A unit the passage doesn't state is a changed fact too.
@@ -160,7 +160,7 @@ def test_support_a_changed_number_is_vetoed(support_judge: SupportJudge) -> None
     assert monthly.veto == "fact_not_stated" and monthly.score <= FACT_VETO
 
 
-def test_support_a_flipped_rule_is_vetoed(support_judge: SupportJudge) -> None:
+def test_support_a_flipped_rule_is_vetoed(support_judge: RuleSupport) -> None:
     claim = "A Keyholder working alone outside opening hours may use the laser cutter."
     (judged,) = support_judge.judge([claim], [KEYFOB])[0]
     assert judged.veto == "negation_flipped" and judged.score <= NEGATION_VETO
@@ -168,7 +168,7 @@ def test_support_a_flipped_rule_is_vetoed(support_judge: SupportJudge) -> None:
     assert judged.features is not None and judged.features.coverage == 1.0
 
 
-def test_support_a_claim_pointing_outside_itself_is_capped(support_judge: SupportJudge) -> None:
+def test_support_a_claim_pointing_outside_itself_is_capped(support_judge: RuleSupport) -> None:
     # "It" is the keyfob only in the sentence before; on its own the claim says nothing the passage states.
     (judged,) = support_judge.judge(["It costs $15."], [KEYFOB])[0]
     assert judged.veto == "not_self_contained" and judged.score == NOT_SELF_CONTAINED_CAP

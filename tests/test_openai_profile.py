@@ -6,7 +6,6 @@ loopback (`ScriptedServer`): a real model can't be made to fail on cue. There is
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
@@ -15,11 +14,11 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from evals.llm_server import RunningServer, server_available, serving, smollm2_gguf
 from provenance.embedder import Embedder
 from provenance.errors import SettingsError
 from provenance.guards.base import NoGuards, Reservation
 from provenance.guards.spend import request_estimate_usd
+from provenance.llm_server import RunningServer, server_available, serving, smollm2_gguf
 from provenance.models import AskResponse, SpendStage
 from provenance.pipeline import Pipeline
 from provenance.ports import Usage
@@ -33,6 +32,7 @@ from provenance.profiles.openai_compatible import (
 from provenance.profiles.tools import ANSWER, CHECKED_CLAIMS
 from provenance.services import Services
 from provenance.settings import Settings, load_settings
+from tests.scripted_server import ScriptedServer
 
 MODEL = "smollm2-135m-instruct"
 
@@ -247,66 +247,6 @@ async def test_a_server_that_stopped_is_a_model_error(
 # --- a server that fails on cue ------------------------------------------------------------------------
 
 
-class ScriptedServer:
-    """A few lines of HTTP on loopback: answers every request with `status` and `body`, or never answers
-    (`hang`). Only for the failures a real model can't be made to produce on cue."""
-
-    def __init__(self) -> None:
-        self.status = 200
-        self.body = b""
-        self.content_type = "application/json"
-        self.hang = False
-        self.requests: list[dict[str, Any]] = []
-        self._server: asyncio.Server | None = None
-
-    async def start(self) -> str:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        port = self._server.sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}/v1"
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-
-    def completion(self, content: str | None, finish_reason: str = "stop", usage: bool = True) -> None:
-        reply: dict[str, Any] = {
-            "id": "c1",
-            "object": "chat.completion",
-            "created": 0,
-            "model": MODEL,
-            "choices": [
-                {"index": 0, "finish_reason": finish_reason, "message": {"role": "assistant", "content": content}}
-            ],
-        }
-        if usage:
-            reply["usage"] = {"prompt_tokens": 321, "completion_tokens": 1024, "total_tokens": 1345}
-        self.body = json.dumps(reply).encode()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = next(
-                (
-                    int(line.split(b":", 1)[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length")
-                ),
-                0,
-            )
-            self.requests.append(json.loads(await reader.readexactly(length)))
-            if self.hang:
-                await asyncio.sleep(3600)
-            writer.write(
-                b"HTTP/1.1 %d X\r\ncontent-type: %s\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
-                % (self.status, self.content_type.encode(), len(self.body), self.body)
-            )
-            await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
-
-
 @pytest_asyncio.fixture(loop_scope="session")
 async def scripted() -> AsyncIterator[tuple[ScriptedServer, str]]:
     server = ScriptedServer()
@@ -395,3 +335,49 @@ async def test_a_server_that_reports_no_usage_is_booked_at_an_estimate(
     _, guards = await _ask_failing(scripted, corpus_services, embedder)
     [usage] = guards.settled
     assert usage.output_tokens == 1024 and usage.input_tokens > 100
+
+
+# --- the reading judge's wire, against the real server -------------------------------------------------
+
+
+async def test_the_judge_reads_a_probability_from_the_real_servers_logprobs(llama_server: RunningServer) -> None:
+    from provenance.judges import client_for
+    from provenance.judges.model import ModelJudge
+    from provenance.passages import ScoredPassage
+
+    judge = ModelJudge(client_for(Settings(), llama_server.base_url), MODEL, server="local", calibration=None)
+    passage = ScoredPassage(
+        id="lockers.md#prices",
+        source="lockers.md",
+        heading="Lockers",
+        text="A standard locker costs $14 a month.",
+        score=1,
+    )
+    support = await judge.support("Standard lockers are $14 monthly.", passage)
+    relevance = await judge.relevance("How much is a locker?", "Standard lockers are $14 monthly.", "Lockers")
+    for judged in (support, relevance):
+        # llama.cpp's server gives the first token's alternatives: a probability, never a bare 0 or 1 verdict.
+        assert judged.method == "logprobs" and 0.0 < judged.p_yes < 1.0
+        assert judged.usage.model == MODEL and judged.usage.input_tokens > 20 and judged.usage.output_tokens == 1
+    assert not judge.json_only
+
+
+def test_the_supervised_server_is_restarted_when_it_dies(tmp_path: Path) -> None:
+    import time
+
+    from provenance.llm_server import Supervised
+
+    supervised = Supervised(_smollm2(), log=tmp_path / "judge.log", check_s=0.2)
+    try:
+        first = supervised.server.process
+        first.kill()
+        deadline = time.monotonic() + 120
+        while supervised.server.process is first and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert supervised.server.process is not first and supervised.server.process.poll() is None
+        assert supervised.restarts == 1 and supervised.failure is None
+        # The same address: the judge's client never needs to be told.
+        assert supervised.base_url.endswith(f":{supervised.port}/v1")
+    finally:
+        supervised.stop()
+    assert supervised.server.process.poll() is not None

@@ -71,7 +71,12 @@ function applyConfig(cfg) {
   updateCount();
   if (cfg.profile) {
     // The model beside the profile: "openai" alone doesn't say which server's model answered.
-    els.profile.textContent = cfg.model ? `Profile: ${cfg.profile} · ${cfg.model}` : `Profile: ${cfg.profile}`;
+    const base = cfg.model ? `Profile: ${cfg.profile} · ${cfg.model}` : `Profile: ${cfg.profile}`;
+    // Who reads the claims, and whether its scores are calibrated for it: a reader should know both.
+    const judge = cfg.judge
+      ? ` · judge: ${cfg.judge.model}${cfg.judge.calibrated ? '' : ' (uncalibrated)'}${cfg.judge.failure ? ' (down)' : ''}`
+      : '';
+    els.profile.textContent = base + judge;
     els.profile.hidden = false;
   }
   if (cfg.turnstileSiteKey && state.widgetId === null && !state.turnstileLoading) loadTurnstile(cfg.turnstileSiteKey);

@@ -413,8 +413,10 @@ function claimRow(c, i, g, ctx, passageList) {
       scoreBar(c.relevance, { mark: g.relevanceThreshold, tone: rv.tone, label: `Claim ${i + 1} answers the question` }),
       h('span', { class: 'num' }, h('strong', { text: fmtScore(c.relevance) }), ` ${rv.words}`)),
     h('p', { class: 'claim__figures', 'data-testid': 'claim-figures' }, claimFigures(c).join(' · '),
+      c.veto ? h('span', { class: 'capped', 'data-testid': 'claim-veto', 'data-veto': c.veto, text: ` · ${vetoWords(c.veto)}` }) : null,
       c.cappedBy ? h('span', { class: 'capped', text: ` · ${cappedWords(c.cappedBy)}` }) : null,
       c.relevanceCappedBy ? h('span', { class: 'capped', text: ` · ${cappedWords(c.relevanceCappedBy)}` }) : null),
+    c.judge ? judgeLine(c.judge) : null,
     h('p', { class: 'claim__support' }, ids.length
       ? [c.quoted ? 'Quoted from ' : sv.tone === 'bad' ? 'Compared with ' : 'Supported by ', ids.map((id, k) => [k ? ', ' : '', h('span', { class: 'ptag ptag--inline', title: id, text: ctx.labels.get(id) || id })])]
       : h('span', { class: 'muted', text: 'No supporting passage found' }))));
@@ -432,6 +434,29 @@ function claimRow(c, i, g, ctx, passageList) {
   return row;
 }
 
+/** Who read the claim: the judge model by name, whether it is independent of the model that wrote the answer,
+ * and what it said, before the rules' vetoes. */
+function judgeLine(j) {
+  const who = `${j.model}${j.independent ? ', independent of the writer' : ', the same model as the writer, in a separate call'}`;
+  const parts = [];
+  if (isNum(j.rawSupport)) parts.push(`says the passage states it: ${fmtScore(j.rawSupport)}${j.calibrated ? ` (calibrated ${fmtScore(j.support)})` : ' (uncalibrated)'}`);
+  if (isNum(j.relevance)) parts.push(`says it answers the question: ${fmtScore(j.relevance)}`);
+  if (j.method === 'json') parts.push('a yes/no verdict (the server gives no probabilities)');
+  if (j.detail) parts.push(j.detail);
+  return h('p', { class: 'claim__judge', 'data-testid': 'claim-judge' },
+    h('span', { class: 'claim__judge-name', text: `Judged by ${who}` }), parts.length ? `: ${parts.join(' · ')}` : '');
+}
+
+const VETOES = {
+  fact_not_stated: 'refused by a rule: it states a number, date or name its passage does not',
+  negation_flipped: 'refused by a rule: it reverses what its passage allows or forbids',
+  not_self_contained: 'held down by a rule: it points to something outside itself ("it", "the latter")',
+};
+
+function vetoWords(veto) {
+  return VETOES[veto] || `refused by a rule (${String(veto).replace(/_/g, ' ')})`;
+}
+
 /** Who judged what, in words rather than "local 0.97 · model 0.95". Support is always judged on this server,
  * never by the model alone; whether a claim answers the question is the model's verdict when there is one. */
 function claimFigures(c) {
@@ -442,7 +467,7 @@ function claimFigures(c) {
       : share < 0.005 ? 'none of its key words are in the passages'
         : `${Math.round(share * 100)}% of its key words are in the passages`);
   }
-  if (!c.quoted && isNum(c.localSupport)) out.push(`support by the checker on this server: ${fmtScore(c.localSupport)}`);
+  if (!c.quoted && isNum(c.localSupport)) out.push(`support by the ${c.judge ? 'rules' : 'checker'} on this server: ${fmtScore(c.localSupport)}`);
   if (isNum(c.modelSupport)) out.push(`support by the language model: ${fmtScore(c.modelSupport)}`);
   if (isNum(c.modelRelevance)) out.push(`answers the question, by the language model: ${fmtScore(c.modelRelevance)}`);
   else if (isNum(c.localRelevance)) out.push(`answers the question, by the checker on this server: ${fmtScore(c.localRelevance)}`);

@@ -124,6 +124,14 @@ class ModelOutputError(ModelError):
         super().__init__(message, usage, call=call, kind=kind)
 
 
+class JudgeError(ModelError):
+    """The reading judge failed (down, too slow, an HTTP error, a verdict that is neither Yes nor No): the
+    request ends `blocked` with `judge_error`, never answered unchecked. Counted with `call="judge"`."""
+
+    def __init__(self, message: str, usage: Usage | None = None, *, kind: ModelErrorKind = "other") -> None:
+        super().__init__(message, usage, call="judge", kind=kind)
+
+
 class SettingsError(ValueError):
     """A configuration value is missing or malformed; the message names the variable."""
 

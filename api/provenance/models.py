@@ -18,6 +18,7 @@ Reason = Literal[
     "bot_check_failed",
     "invalid_api_key",
     "model_error",
+    "judge_error",
 ]
 StageStatus = Literal["ok", "skipped", "blocked", "failed", "hit", "miss"]
 
@@ -195,6 +196,9 @@ class EntailmentStage(Wire):
     ms: float = 0.0
     detail: str | None = None
     verifiers: list[str] = msgspec.field(default_factory=list)
+    # The reading judge's model, when one judged the claims, and whether its support is calibrated for it.
+    judge: str | None = None
+    judge_calibrated: bool | None = None
 
 
 class LexicalStage(Wire):
@@ -238,6 +242,37 @@ class ClaimResult(Wire):
     quoted: bool = False
     # The sentence or two of each supporting passage (`supporting_passage_ids`) that the support check read.
     evidence: list[EvidenceSpan] = msgspec.field(default_factory=list)
+    # The rules' check that capped the claim's support in the passage it rests on: `fact_not_stated`,
+    # `negation_flipped` or `not_self_contained` (which a reading judge decides for itself). A judge can't
+    # overrule the first two.
+    veto: str | None = None
+    # The reading judge's verdicts, when one is configured (JUDGE): then `support` and `relevance` are its.
+    judge: JudgeRecord | None = None
+
+
+JudgeMethod = Literal["logprobs", "json"]
+
+
+class JudgeRecord(Wire):
+    """What a reading judge said of one claim. `support` and `relevance` are the probabilities the gate reads
+    (support calibrated for this judge model when `calibrated`); `raw_*` are P(Yes) as the model gave them.
+    `method`: read from the first token's logprobs, or a constrained JSON verdict (a server without
+    logprobs: then each is 0 or 1). `independent`: the judge is another model than the one that wrote the
+    answer; false when the same model judged in a separate call."""
+
+    model: str
+    independent: bool
+    method: JudgeMethod
+    calibrated: bool
+    support: float | None = None
+    raw_support: float | None = None
+    relevance: float | None = None
+    raw_relevance: float | None = None
+    # The passage whose judgment gave `support`.
+    passage_id: str | None = None
+    # Support judgments made for this claim (one per passage read; 0 for a quoted claim).
+    judgments: int = 0
+    detail: str | None = None
 
 
 Judgment = Literal["support", "relevance"]
@@ -331,6 +366,20 @@ class AskResponse(Wire):
 # --- other endpoints ----------------------------------------------------------------------------
 
 
+class JudgeInfo(Wire):
+    """The reading judge, as /healthz and the page name it."""
+
+    model: str
+    # "local" (served by this service), or the judge's server as JUDGE_BASE_URL names it.
+    server: str
+    # False: the judge's raw P(Yes) is the support score, with no calibration fitted for this model.
+    calibrated: bool
+    # False: the judge is the model that writes the answers, judging in a separate call.
+    independent: bool
+    # Why the judge can't answer now (its model server died for good); None while it can.
+    failure: str | None = None
+
+
 class Health(Wire):
     status: Literal["ok", "degraded"]
     database: Literal["up", "down"]
@@ -342,6 +391,8 @@ class Health(Wire):
     # The model the profile calls (`claude-haiku-4-5`, the openai profile's OPENAI_MODEL); empty for the
     # local profile, which calls none.
     model: str = ""
+    # The reading judge (JUDGE); None when the rules judge alone.
+    judge: JudgeInfo | None = None
 
 
 class CorpusFile(Wire):
@@ -400,3 +451,5 @@ class PublicConfig(Wire):
     max_question_chars: int
     # The model the profile calls, as /healthz names it.
     model: str = ""
+    # The reading judge, as /healthz names it.
+    judge: JudgeInfo | None = None

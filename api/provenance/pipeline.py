@@ -20,7 +20,7 @@ from provenance import text as T
 from provenance.admission import Admission
 from provenance.corpora import UNKNOWN_CORPUS, KnownCorpus, default_of
 from provenance.embedder import Embedder, one_request
-from provenance.errors import ModelError, UnknownCorpus
+from provenance.errors import JudgeError, ModelError, UnknownCorpus
 from provenance.guards.base import Guards, NoGuards, RateLimitResult
 from provenance.logs import get_logger
 from provenance.models import (
@@ -327,7 +327,9 @@ class Pipeline:
                 billed = exc.usage
                 if billed is not None:
                     usages.append(billed)
-                outcome = run.finish("blocked", "model_error", detail=str(exc))
+                # The judge failing is not the writer failing: the answer was written and could not be checked.
+                reason: Reason = "judge_error" if isinstance(exc, JudgeError) else "model_error"
+                outcome = run.finish("blocked", reason, detail=str(exc))
             finally:
                 run.record("spend", await self.guards.spend_settle(reservation, usages))
         if outcome.response.status != "blocked" and use_cache:
@@ -466,7 +468,7 @@ def _rate_limited(run: _Run) -> Outcome:
 
 NOT_COUNTED = "not counted: a cached answer costs no model call"
 # Outcomes that did no work the client should pay for: their request is given back to the hourly limit.
-REFUNDED = frozenset({"model_error", "budget_exhausted"})
+REFUNDED = frozenset({"model_error", "judge_error", "budget_exhausted"})
 
 WITHHELD = "(withheld: a claim of the refused answer that the documents do not contain word for word)"
 WITHHELD_DROPPED = "(withheld: a claim about the sources, dropped before checking)"

@@ -8,7 +8,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import msgspec
 
-from provenance.models import EvidenceSpan
+from provenance.models import EvidenceSpan, JudgeRecord
 from provenance.passages import ScoredPassage
 
 
@@ -50,6 +50,16 @@ class ClaimVerdict(msgspec.Struct, frozen=True):
     quoted: bool = False
     # Where the support check found the claim in each passage it read, best first: the window it scored.
     evidence: list[EvidenceSpan] = msgspec.field(default_factory=list)
+    # The check that capped the support of the passage it rests on, when one did: a fact the passage doesn't
+    # state, a flipped rule, a claim that isn't self-contained (`verifiers.support`).
+    veto: str | None = None
+    # The rules' support for the claim in each passage, best first: what a reading judge ranks and vetoes by.
+    passages: list[PassageSupport] = msgspec.field(default_factory=list)
+    # A reading judge's verdicts, when one judged the claim: then `support` and `relevance` are the judge's
+    # (under the vetoes) and `rules_support` is what the rules alone said.
+    judge: JudgeRecord | None = None
+    rules_support: float | None = None
+    rules_relevance: float | None = None
 
 
 # A verdict a verifier left out counts as "not supported": verification fails closed.
@@ -63,6 +73,42 @@ class Verification(msgspec.Struct, frozen=True):
     # that none of its claims covered, so the local verifier judges them alone. None: every claim is the
     # model's, and one it gave no verdict for scores 0.
     local_only_from: int | None = None
+
+
+class SupportFeatures(msgspec.Struct, frozen=True):
+    """What the rules' support check weighs (`verifiers.support`)."""
+
+    # Mean over the claim's content words of how well the window holds each (exactly, as part of a
+    # compound, or as a near-synonym), 0 to 1.
+    coverage: float
+    # What the claim says that the window doesn't: the sum over its words of what coverage misses.
+    added: float
+    # The claim's embedding similarity to the window's closest sentence.
+    similarity: float
+
+
+class PassageSupport(msgspec.Struct, frozen=True):
+    passage_id: str
+    score: float
+    quoted: bool
+    # The evidence: [start, end) in the passage's text of the window the score came from.
+    start: int
+    end: int
+    features: SupportFeatures | None = None
+    # Why the score was capped, when it was: "fact_not_stated", "negation_flipped" or "not_self_contained".
+    veto: str | None = None
+
+
+class SupportJudge(Protocol):
+    """Do the passages state each claim? Judged without the question: a claim is stated by the passages or it
+    isn't, whatever was asked. One score per claim per passage, with the window read and any veto. The rules
+    (`verifiers.support.RuleSupport`) are one; a verifier takes whichever it is given."""
+
+    name: str
+
+    def judge(self, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> list[list[PassageSupport]]: ...
+
+    def set_corpus(self, passage_texts: Sequence[str]) -> None: ...
 
 
 class Screener(Protocol):
@@ -121,6 +167,20 @@ class DecomposeAndVerify(Protocol):
     ) -> tuple[Decomposition, Verification]: ...
 
 
+class JudgeHandle(msgspec.Struct, frozen=True):
+    """The reading judge a profile runs (`provenance.judges`), as the service sees it: what /healthz names,
+    and what it stops when it stops."""
+
+    model: str
+    # "local" (served by this service), or the judge's server.
+    server: str
+    calibrated: bool
+    # Stops what the judge runs (its model server).
+    close: Callable[[], None]
+    # Why the judge can't answer, once something it runs has failed for good; None while it can.
+    failure: Callable[[], str | None]
+
+
 class Profile(msgspec.Struct, frozen=True, kw_only=True):
     """What a model profile provides to the pipeline."""
 
@@ -149,6 +209,9 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     warmup: Callable[[Sequence[str]], None] | None = None
     # Told the corpus's passage texts whenever the corpus is (re)loaded; the local verifier learns its vocabulary.
     on_corpus: Callable[[Sequence[str]], None] | None = None
+    # The reading judge (JUDGE), when one judges this profile's claims: what /healthz names, and what the
+    # service stops (its model server) when it stops.
+    judge: JudgeHandle | None = None
 
     @property
     def paid(self) -> bool:

@@ -40,12 +40,17 @@ PRICES: dict[str, Price] = {
 
 
 def price_table(settings: Settings) -> Mapping[str, Price]:
-    """The prices the spend cap charges under these settings: the list prices, and under the openai profile
-    its model at the price its settings give."""
-    if settings.profile != "openai" or not settings.openai.model:
-        return PRICES
-    configured = Price(settings.openai.price_input_per_mtok, settings.openai.price_output_per_mtok)
-    return {**PRICES, settings.openai.model: configured}
+    """The prices the spend cap charges under these settings: the list prices, under the openai profile its
+    model at the price its settings give, and the reading judge's model at its own."""
+    table = dict(PRICES)
+    if settings.profile == "openai" and settings.openai.model:
+        table[settings.openai.model] = Price(
+            settings.openai.price_input_per_mtok, settings.openai.price_output_per_mtok
+        )
+    if settings.judge.name == "openai" and settings.judge.model:
+        # The judge's calls at the judge's prices (JUDGE_PRICE_*), never at a Claude price its name misses.
+        table[settings.judge.model] = Price(settings.judge.price_input_per_mtok, settings.judge.price_output_per_mtok)
+    return table
 
 
 def price_for(model: str, prices: Mapping[str, Price] = PRICES) -> Price:

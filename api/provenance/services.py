@@ -7,17 +7,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import asyncpg
+import msgspec
 
 from provenance.db import create_pool, migrate, resolve_database_url
 from provenance.embedder import BatchingEmbedder, Embedder, get_embedder
 from provenance.guards.base import Guards
 from provenance.metrics import PrometheusObserver
 from provenance.pipeline import Pipeline
-from provenance.ports import Profile
+from provenance.ports import Profile, Usage
 from provenance.profiles.local import build_local_profile
 from provenance.settings import Settings
 from provenance.store import GuardStore, Store
-from provenance.verifiers import build_verifier
+from provenance.verifiers import LocalVerifier, build_verifier
 
 WARMUP_PASSAGES = 2_000
 
@@ -35,6 +36,9 @@ class Services:
     async def close(self) -> None:
         # The guards hold an HTTP client (Turnstile) that must close before the loop does.
         await self.pipeline.guards.aclose()
+        if self.profile.judge is not None:
+            # Its model server is a child process: it goes with the service.
+            await asyncio.to_thread(self.profile.judge.close)
         if self.warmup_task is not None and not self.warmup_task.done():
             # The thread can't be interrupted; waiting keeps it from embedding into a closing process.
             await asyncio.wait([self.warmup_task], timeout=30)
@@ -51,9 +55,28 @@ def load_embedder(settings: Settings) -> Embedder:
 
 
 def build_profile(settings: Settings, embedder: Embedder) -> Profile:
-    """The profile the settings name, with the local verifier `LOCAL_MODELS` names: chosen here, once, for
-    every profile."""
-    local = build_verifier(settings.local_models, embedder)
+    """The profile the settings name, with the local verifier `LOCAL_VERIFIER` names and the reading judge
+    `JUDGE` names: chosen here, once, for every profile. A paid judge's calls join the profile's worst case."""
+    local = build_verifier(settings, embedder)
+    profile = msgspec.structs.replace(_profile(settings, embedder, local), judge=local.judge and local.judge.handle)
+    return with_judge_costs(profile, local, settings)
+
+
+def with_judge_costs(profile: Profile, local: LocalVerifier, settings: Settings) -> Profile:
+    """A priced judge's calls counted in the spend cap's worst-case reservation (its own, in a free profile)."""
+    if local.judge is None or not settings.judge.priced:
+        return profile
+    judge = local.judge.judge
+    inner = profile.worst_case
+
+    def worst_case(passage_tokens: int) -> list[Usage]:
+        calls = list(inner(passage_tokens)) if inner is not None else []
+        return calls + judge.worst_case(passage_tokens)
+
+    return msgspec.structs.replace(profile, worst_case=worst_case)
+
+
+def _profile(settings: Settings, embedder: Embedder, local: LocalVerifier) -> Profile:
     if settings.profile == "anthropic":
         from provenance.profiles.anthropic import build_anthropic_profile
 
@@ -62,7 +85,7 @@ def build_profile(settings: Settings, embedder: Embedder) -> Profile:
         from provenance.profiles.openai_compatible import build_openai_profile
 
         return build_openai_profile(settings, embedder, local=local)
-    return build_local_profile(embedder, settings.local_models, settings.gate.threshold, local=local)
+    return build_local_profile(embedder, settings.local_generator, settings.gate.threshold, local=local)
 
 
 def build_guards(settings: Settings, store: GuardStore) -> Guards:

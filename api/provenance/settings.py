@@ -19,8 +19,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 ProfileName = Literal["local", "anthropic", "openai"]
 RetrievalMode = Literal["vector", "hybrid"]
-# The local verifier (and generator): hand-built features over the embedder, or the trained reader and verifier.
+# The local verifier, and the local generator, each: hand-built features over the embedder, or the trained
+# reader (generator) and cross-encoder (verifier).
 LocalModels = Literal["features", "trained"]
+# Who judges support and relevance: the rules alone, a model over an OpenAI-compatible server (JUDGE_BASE_URL),
+# or Qwen2.5-Coder-1.5B that the service assembles and serves itself on loopback (`provenance.judges`).
+JudgeName = Literal["rules", "openai", "local"]
 
 
 METRICS_TOKEN_MIN_CHARS = 16
@@ -149,11 +153,42 @@ class OpenAISettings(msgspec.Struct, frozen=True, kw_only=True):
         return self.price_input_per_mtok > 0 or self.price_output_per_mtok > 0
 
 
+class JudgeSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """The reading judge: a model, independent of the generator, that judges each claim's support and relevance
+    over an OpenAI-compatible API (`provenance.judges`). Off (`rules`) by default."""
+
+    name: JudgeName = "rules"
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str | None = None
+    # One judgment is one output token; on two CPU cores the prompt takes a few seconds.
+    timeout_s: float = 30.0
+    max_retries: int = 1
+    # The most passages one claim's support is judged against, best first by the rules' ranking.
+    candidates: int = 2
+    price_input_per_mtok: float = 0.0
+    price_output_per_mtok: float = 0.0
+    # JUDGE=local: the llama.cpp server's threads and context.
+    threads: int = 2
+    ctx: int = 4096
+
+    @property
+    def enabled(self) -> bool:
+        return self.name != "rules"
+
+    @property
+    def priced(self) -> bool:
+        return self.price_input_per_mtok > 0 or self.price_output_per_mtok > 0
+
+
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """Every setting, grouped by the part of the service that reads it."""
 
     profile: ProfileName = "local"
-    local_models: LocalModels = "features"
+    # The local verifier every profile scores claims with (LOCAL_VERIFIER) and the local profile's generator
+    # (LOCAL_GENERATOR); LOCAL_MODELS, their old single switch, sets both.
+    local_verifier: LocalModels = "features"
+    local_generator: LocalModels = "features"
     data_dir: Path = REPO_ROOT / ".data"
     server: ServerSettings = msgspec.field(default_factory=ServerSettings)
     database: DatabaseSettings = msgspec.field(default_factory=DatabaseSettings)
@@ -165,6 +200,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     metrics: MetricsSettings = msgspec.field(default_factory=MetricsSettings)
     anthropic: AnthropicSettings = msgspec.field(default_factory=AnthropicSettings)
     openai: OpenAISettings = msgspec.field(default_factory=OpenAISettings)
+    judge: JudgeSettings = msgspec.field(default_factory=JudgeSettings)
 
     @property
     def pg_data_dir(self) -> Path:
@@ -173,7 +209,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def profile_model(self) -> str:
         """The model the profile calls, as /healthz and the page name it; empty for the local profile, which
-        calls none (its models are LOCAL_MODELS')."""
+        calls none (its models are LOCAL_GENERATOR's and LOCAL_VERIFIER's)."""
         if self.profile == "anthropic":
             return self.anthropic.model
         if self.profile == "openai":
@@ -185,6 +221,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         `db_schema="t"`), the names the README documents, whichever group each lives in."""
         top: dict[str, object] = {}
         grouped: dict[str, dict[str, object]] = {}
+        if "local_models" in changes:
+            # The old single switch, as LOCAL_MODELS is read: both local models at once.
+            both = changes.pop("local_models")
+            changes = {"local_verifier": both, "local_generator": both, **changes}
         for name, value in changes.items():
             if name not in _WHERE:
                 raise TypeError(f"unknown setting {name!r}")
@@ -202,7 +242,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 # Deployments and the README know the variables by these names; a field need not repeat its group's.
 VARIABLES: dict[str, tuple[str | None, str]] = {
     "PROFILE": (None, "profile"),
-    "LOCAL_MODELS": (None, "local_models"),
+    "LOCAL_VERIFIER": (None, "local_verifier"),
+    "LOCAL_GENERATOR": (None, "local_generator"),
     "DATA_DIR": (None, "data_dir"),
     "HOST": ("server", "host"),
     "PORT": ("server", "port"),
@@ -257,6 +298,17 @@ VARIABLES: dict[str, tuple[str | None, str]] = {
     "OPENAI_MAX_OUTPUT_TOKENS": ("openai", "max_output_tokens"),
     "OPENAI_PRICE_INPUT_PER_MTOK": ("openai", "price_input_per_mtok"),
     "OPENAI_PRICE_OUTPUT_PER_MTOK": ("openai", "price_output_per_mtok"),
+    "JUDGE": ("judge", "name"),
+    "JUDGE_BASE_URL": ("judge", "base_url"),
+    "JUDGE_API_KEY": ("judge", "api_key"),
+    "JUDGE_MODEL": ("judge", "model"),
+    "JUDGE_TIMEOUT_S": ("judge", "timeout_s"),
+    "JUDGE_MAX_RETRIES": ("judge", "max_retries"),
+    "JUDGE_CANDIDATES": ("judge", "candidates"),
+    "JUDGE_PRICE_INPUT_PER_MTOK": ("judge", "price_input_per_mtok"),
+    "JUDGE_PRICE_OUTPUT_PER_MTOK": ("judge", "price_output_per_mtok"),
+    "JUDGE_THREADS": ("judge", "threads"),
+    "JUDGE_CTX": ("judge", "ctx"),
 }
 # with_overrides' names: the variables in lower case.
 _WHERE = {var.lower(): where for var, where in VARIABLES.items()}
@@ -275,12 +327,33 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         default = getattr(defaults if group is None else getattr(defaults, group), field)
         (top if group is None else grouped.setdefault(group, {}))[field] = _coerce(var, raw, default)
     top.setdefault("profile", "anthropic" if grouped.get("anthropic", {}).get("api_key") else "local")
+    _local_models_alias(env, top)
     try:
         settings = msgspec.convert({**top, **grouped}, Settings, strict=False)
     except msgspec.ValidationError as exc:
         raise SettingsError(_explain(str(exc))) from None
     _validate(settings)
     return settings
+
+
+# LOCAL_MODELS once chose the local verifier and the local generator together; it still sets both, unless
+# the new variables say otherwise, which they must not contradict.
+LOCAL_MODELS_ALIAS = "LOCAL_MODELS"
+
+
+def _local_models_alias(env: Mapping[str, str], top: dict[str, object]) -> None:
+    raw = (env.get(LOCAL_MODELS_ALIAS) or "").strip()
+    if not raw:
+        return
+    if raw not in ("features", "trained"):
+        raise SettingsError(
+            f"LOCAL_MODELS must be features or trained, got {raw!r} "
+            "(it sets both LOCAL_VERIFIER and LOCAL_GENERATOR; set those instead)"
+        )
+    for field, var in (("local_verifier", "LOCAL_VERIFIER"), ("local_generator", "LOCAL_GENERATOR")):
+        if field in top and top[field] != raw:
+            raise SettingsError(f"LOCAL_MODELS={raw} contradicts {var}={top[field]}; set only {var}")
+        top[field] = raw
 
 
 def _coerce(var: str, raw: str, default: object) -> object:
@@ -353,6 +426,13 @@ def _validate(s: Settings) -> None:
         ),
         (s.openai.price_input_per_mtok >= 0, "OPENAI_PRICE_INPUT_PER_MTOK must not be negative"),
         (s.openai.price_output_per_mtok >= 0, "OPENAI_PRICE_OUTPUT_PER_MTOK must not be negative"),
+        (s.judge.timeout_s > 0, "JUDGE_TIMEOUT_S must be positive"),
+        (0 <= s.judge.max_retries <= 5, "JUDGE_MAX_RETRIES must be between 0 and 5"),
+        (1 <= s.judge.candidates <= 8, "JUDGE_CANDIDATES must be between 1 and 8"),
+        (s.judge.price_input_per_mtok >= 0, "JUDGE_PRICE_INPUT_PER_MTOK must not be negative"),
+        (s.judge.price_output_per_mtok >= 0, "JUDGE_PRICE_OUTPUT_PER_MTOK must not be negative"),
+        (s.judge.threads >= 1, "JUDGE_THREADS must be at least 1"),
+        (s.judge.ctx >= 512, "JUDGE_CTX must be at least 512"),
     ]
     for ok, message in checks:
         if not ok:
@@ -371,6 +451,13 @@ def _validate(s: Settings) -> None:
             raise SettingsError("PROFILE=openai needs OPENAI_BASE_URL (your server) or OPENAI_API_KEY (OpenAI's API)")
         if s.openai.base_url and not s.openai.base_url.startswith(("http://", "https://")):
             raise SettingsError(f"OPENAI_BASE_URL must start with http:// or https://, got {s.openai.base_url!r}")
+    if s.judge.name == "openai":
+        if not s.judge.model:
+            raise SettingsError("JUDGE=openai needs JUDGE_MODEL (the name the judge's server knows the model by)")
+        if not s.judge.base_url and not s.judge.api_key:
+            raise SettingsError("JUDGE=openai needs JUDGE_BASE_URL (your server) or JUDGE_API_KEY (OpenAI's API)")
+    if s.judge.base_url and not s.judge.base_url.startswith(("http://", "https://")):
+        raise SettingsError(f"JUDGE_BASE_URL must start with http:// or https://, got {s.judge.base_url!r}")
     if db.url is not None and not db.url.startswith(("postgres://", "postgresql://")):
         raise SettingsError("DATABASE_URL must start with postgres:// or postgresql://")
     for proxy in guards.trusted_proxies:

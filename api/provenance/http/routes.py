@@ -21,6 +21,7 @@ from provenance import __version__, metrics
 from provenance.corpora import default_of
 from provenance.errors import BadRequest, ErrorEnvelope, NotFound, Overloaded, ServiceError, UnknownCorpus
 from provenance.http.streaming import stream_ask, wants_stream
+from provenance.judges import independent_of_generator
 from provenance.models import (
     QUESTION_PATTERN,
     AskRequest,
@@ -31,6 +32,7 @@ from provenance.models import (
     CorpusInfo,
     CorpusSummary,
     Health,
+    JudgeInfo,
     PassageOut,
     PublicConfig,
 )
@@ -87,8 +89,22 @@ async def healthz(services: NamedDependency[Services]) -> Response[Health]:
         version=__version__,
         embed_model=services.settings.embedding.model,
         corpus_version=corpus.version if corpus else None,
+        judge=judge_info(services),
     )
     return Response(body, status_code=200 if db_up else 503)
+
+
+def judge_info(services: Services) -> JudgeInfo | None:
+    judge = services.profile.judge
+    if judge is None:
+        return None
+    return JudgeInfo(
+        model=judge.model,
+        server=judge.server,
+        calibrated=judge.calibrated,
+        independent=independent_of_generator(services.settings, judge.model),
+        failure=judge.failure(),
+    )
 
 
 def _examples(raw: list[dict[str, Any]]) -> list[CorpusExample]:
@@ -170,6 +186,7 @@ async def public_config(services: NamedDependency[Services]) -> PublicConfig:
         model=services.settings.profile_model,
         turnstile_site_key=services.settings.guards.turnstile_site_key,
         max_question_chars=services.settings.server.max_question_chars,
+        judge=judge_info(services),
     )
 
 

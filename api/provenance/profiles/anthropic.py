@@ -279,7 +279,7 @@ def build_anthropic_profile(
     local verifier judges every claim's support too, and a claim is supported only as far as both agree;
     whether it answers the question is the model's verdict, under the local vetoes."""
     models = build_anthropic_models(settings, client)
-    local = local or build_verifier(settings.local_models, embedder)
+    local = local or build_verifier(settings, embedder)
     return Profile(
         name="anthropic",
         screener=models.screener,

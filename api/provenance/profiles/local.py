@@ -199,7 +199,9 @@ def build_local_profile(
     if models == "trained":
         generator = build_reader_generator()
     else:
-        generator = ExtractiveGenerator(local.sentences, judge=local.verifier, covered_at=gate_threshold)
+        # The generator checks its own parts with the local verifier alone: choosing what to say is its job,
+        # and the reading judge, when there is one, judges the answer it gives.
+        generator = ExtractiveGenerator(local.sentences, judge=local.rules, covered_at=gate_threshold)
     return Profile(
         name="local",
         screener=LocalScreener(embedder),

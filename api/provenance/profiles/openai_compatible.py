@@ -306,7 +306,7 @@ def build_openai_profile(
     """The model answers and gives the claims with its own verdicts; the local screener screens and the local
     verifier judges every claim's support too. Paid only when its settings give the server a price."""
     models = build_openai_models(settings, client)
-    local = local or build_verifier(settings.local_models, embedder)
+    local = local or build_verifier(settings, embedder)
     server = settings.openai.base_url or "api.openai.com"
     return Profile(
         name="openai",

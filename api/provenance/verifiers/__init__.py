@@ -1,10 +1,12 @@
-"""The local verifiers, behind one builder.
+"""The verifiers, behind one builder.
 
-Every profile scores every claim on this machine with the verifier `LOCAL_MODELS` names: `features` (the
-default, `verifiers.features`) or `trained` (`verifiers.trained`). Both judge support with the same
-question-free check (`verifiers.support`) and differ in how they judge relevance. The rules they share (which
-passages count as support, answer types, premises) are `verifiers.rules`. A profile calls `build_verifier`
-and never chooses between them itself.
+Every profile scores every claim on this machine with the local verifier `LOCAL_VERIFIER` names: `features`
+(the default, `verifiers.features`) or `trained` (`verifiers.trained`). Both judge support with the rules'
+question-free check (`verifiers.support.RuleSupport`, a `ports.SupportJudge`) and differ in how they judge
+relevance. The rules they share (which passages count as support, answer types, premises) are
+`verifiers.rules`. When `JUDGE` names a reading judge (`provenance.judges`), it decides support and relevance
+on top of the local verifier, whose vetoes stay final (`verifiers.judged`). A profile calls `build_verifier`
+and never chooses any of this itself.
 """
 
 from __future__ import annotations
@@ -14,15 +16,18 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from provenance.embedder import Embedder
+from provenance.judges import BuiltJudge, build_judge, independent_of_generator
 from provenance.ports import Verifier
-from provenance.settings import LocalModels
+from provenance.settings import LocalModels, Settings
 from provenance.verifiers.features import FeatureVerifier, build_feature_verifier, build_support_judge
+from provenance.verifiers.judged import JudgedVerifier
 from provenance.verifiers.vectors import SentenceEmbeddings, warm_sentences
 
 
 class LocalVerifier(msgspec.Struct, frozen=True):
     """A built verifier and what a profile wires into itself with it."""
 
+    # What judges every claim: the local verifier, or the reading judge on top of it.
     verifier: Verifier
     # Told the corpus's passage texts whenever it is (re)loaded.
     on_corpus: Callable[[Sequence[str]], None]
@@ -32,23 +37,59 @@ class LocalVerifier(msgspec.Struct, frozen=True):
     cache_tag: str
     # The sentence-vector cache the verifier fills, for a generator that wants the same vectors.
     sentences: SentenceEmbeddings
+    # The local verifier alone, whatever judges: what the extractive generator checks its own parts with.
+    rules: Verifier
+    # The reading judge, when JUDGE names one.
+    judge: BuiltJudge | None = None
 
 
-def build_verifier(models: LocalModels, embedder: Embedder) -> LocalVerifier:
-    sentences = SentenceEmbeddings(embedder)
-    verifier: FeatureVerifier | Verifier
-    if models == "trained":
-        from provenance.verifiers.trained import build_trained_verifier
+# A local verifier, what to tell it of the corpus, and its part of the cache key.
+_Built = tuple[Verifier, Callable[[Sequence[str]], None], str]
 
-        trained = build_trained_verifier(build_support_judge(embedder, sentences))
-        verifier, on_corpus, tag = trained, trained.set_corpus, "trained"
+
+def _features(embedder: Embedder, sentences: SentenceEmbeddings) -> _Built:
+    features: FeatureVerifier = build_feature_verifier(embedder, sentences)
+    return features, features.set_corpus, ""
+
+
+def _trained(embedder: Embedder, sentences: SentenceEmbeddings) -> _Built:
+    from provenance.verifiers.trained import build_trained_verifier
+
+    trained = build_trained_verifier(build_support_judge(embedder, sentences))
+    return trained, trained.set_corpus, "trained"
+
+
+# LOCAL_VERIFIER's choices: each builds a verifier over the shared sentence vectors.
+_LOCAL: dict[LocalModels, Callable[[Embedder, SentenceEmbeddings], _Built]] = {
+    "features": _features,
+    "trained": _trained,
+}
+
+
+def build_verifier(
+    settings: Settings | LocalModels, embedder: Embedder, *, judge: BuiltJudge | None = None
+) -> LocalVerifier:
+    """The local verifier `LOCAL_VERIFIER` names, under the reading judge `JUDGE` names (built here unless
+    given). A bare `LocalModels` name builds the local verifier alone (no judge), for tools that want only it."""
+    if isinstance(settings, str):
+        models, resolved = settings, None
     else:
-        features = build_feature_verifier(embedder, sentences)
-        verifier, on_corpus, tag = features, features.set_corpus, ""
+        models, resolved = settings.local_verifier, settings
+    sentences = SentenceEmbeddings(embedder)
+    rules, on_corpus, tag = _LOCAL[models](embedder, sentences)
+    if resolved is not None and judge is None:
+        judge = build_judge(resolved)
+    verifier: Verifier = rules
+    if judge is not None:
+        assert resolved is not None
+        verifier = JudgedVerifier(rules, judge.judge, independent=independent_of_generator(resolved, judge.judge.model))
+        tag = "|".join(t for t in (tag, judge.judge.tag) if t)
     return LocalVerifier(
         verifier=verifier,
         on_corpus=on_corpus,
         warmup=lambda texts: warm_sentences(sentences, texts),
         cache_tag=tag,
         sentences=sentences,
+        rules=rules,
+        judge=judge,
     )

@@ -25,9 +25,9 @@ from provenance import text as T
 from provenance.embedder import Embedder
 from provenance.models import EvidenceSpan
 from provenance.passages import ScoredPassage
-from provenance.ports import MISSING_VERDICT, ClaimVerdict, SentenceScore, Verification
+from provenance.ports import MISSING_VERDICT, ClaimVerdict, PassageSupport, SentenceScore, SupportJudge, Verification
 from provenance.verifiers.rules import LogisticModel, PassageScore, answer_type_match, expected_answer_type, supporting
-from provenance.verifiers.support import PassageSupport, SupportJudge
+from provenance.verifiers.support import RuleSupport
 from provenance.verifiers.vectors import SentenceEmbeddings, WordVectors, soft_match, surface_terms
 
 COEFFICIENTS_PATH = Path(__file__).resolve().parent.parent / "data" / "local_verifier.json"
@@ -172,6 +172,8 @@ class FeatureVerifier:
                     relevance=round(relevance, 4),
                     quoted=chosen[0].quoted,
                     evidence=evidence_of(judged),
+                    veto=veto_of(judged, chosen[0].passage_id),
+                    passages=passage_verdicts(judged),
                 )
             )
         return Verification(verdicts=verdicts)
@@ -204,6 +206,16 @@ class FeatureVerifier:
         return await asyncio.to_thread(self.sentence_relevance_now, question, passages)
 
 
+def veto_of(judged: Sequence[PassageSupport], passage_id: str) -> str | None:
+    """The veto that capped the claim's support in the passage it rests on."""
+    return next((s.veto for s in judged if s.passage_id == passage_id), None)
+
+
+def passage_verdicts(judged: Sequence[PassageSupport]) -> list[PassageSupport]:
+    """The rules' support in each passage, best first: what a reading judge ranks and vetoes by."""
+    return sorted(judged, key=lambda s: -s.score)
+
+
 def evidence_of(judged: Sequence[PassageSupport]) -> list[EvidenceSpan]:
     """Where the support check found a claim in each passage it read, best first."""
     ranked = sorted(judged, key=lambda s: -s.score)
@@ -212,13 +224,13 @@ def evidence_of(judged: Sequence[PassageSupport]) -> list[EvidenceSpan]:
 
 def build_support_judge(
     embedder: Embedder, sentences: SentenceEmbeddings, coefficients: Coefficients | None = None
-) -> SupportJudge:
+) -> RuleSupport:
     coef = coefficients or load_coefficients()
-    return SupportJudge(sentences, WordVectors(embedder), coef.support)
+    return RuleSupport(sentences, WordVectors(embedder), coef.support)
 
 
 def build_feature_verifier(embedder: Embedder, sentences: SentenceEmbeddings | None = None) -> FeatureVerifier:
     sentences = sentences or SentenceEmbeddings(embedder)
     coef = load_coefficients()
     words = WordVectors(embedder)
-    return FeatureVerifier(SupportJudge(sentences, words, coef.support), RelevanceExtractor(sentences, words), coef)
+    return FeatureVerifier(RuleSupport(sentences, words, coef.support), RelevanceExtractor(sentences, words), coef)

@@ -36,6 +36,7 @@ import numpy as np
 
 from provenance import text as T
 from provenance.passages import ScoredPassage
+from provenance.ports import PassageSupport, SupportFeatures
 from provenance.verifiers.rules import LogisticModel
 from provenance.verifiers.vectors import SentenceEmbeddings, WordVectors, soft_match, surface_terms
 
@@ -81,28 +82,6 @@ _EXACT = re.compile(
     r"concession|student|guest|visitor|public|adult|child|children|junior|senior|beginner|advanced|full|half)s?$",
     re.IGNORECASE,
 )
-
-
-class SupportFeatures(msgspec.Struct, frozen=True):
-    # Mean over the claim's content words of how well the window holds each (exactly, as part of a
-    # compound, or as a near-synonym), 0 to 1.
-    coverage: float
-    # What the claim says that the window doesn't: the sum over its words of what coverage misses.
-    added: float
-    # The claim's embedding similarity to the window's closest sentence.
-    similarity: float
-
-
-class PassageSupport(msgspec.Struct, frozen=True):
-    passage_id: str
-    score: float
-    quoted: bool
-    # The evidence: [start, end) in the passage's text of the window the score came from.
-    start: int
-    end: int
-    features: SupportFeatures | None = None
-    # Why the score was capped, when it was: "fact_not_stated" or "negation_flipped".
-    veto: str | None = None
 
 
 def negated(text: str) -> bool:
@@ -167,8 +146,11 @@ def _states_unit(unit: str, sentence: str) -> bool:
     return unit in _units(sentence) or any(e in lowered for e in _UNIT_EQUIVALENTS.get(unit, ()))
 
 
-class SupportJudge:
-    """Scores claims against passages, without the question."""
+class RuleSupport:
+    """Scores claims against passages, without the question, by rules over words, facts and embeddings: the
+    `SupportJudge` every local verifier uses unless given another."""
+
+    name = "rules"
 
     def __init__(self, sentences: SentenceEmbeddings, words: WordVectors, model: LogisticModel) -> None:
         self.sentences = sentences

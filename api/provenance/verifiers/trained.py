@@ -13,10 +13,9 @@ from collections.abc import Sequence
 from provenance import text as T
 from provenance.cross_encoders import Calibration, PairVerifier, get_verifier, load_calibration, sigmoid
 from provenance.passages import ScoredPassage
-from provenance.ports import MISSING_VERDICT, ClaimVerdict, SentenceScore, Verification
-from provenance.verifiers.features import evidence_of
+from provenance.ports import MISSING_VERDICT, ClaimVerdict, SentenceScore, SupportJudge, Verification
+from provenance.verifiers.features import evidence_of, passage_verdicts, veto_of
 from provenance.verifiers.rules import PassageScore, supporting
-from provenance.verifiers.support import SupportJudge
 
 TRAINED_VERIFIER = "local-trained-verifier"
 # Evidence for a claim that is not a sentence of the passage: the passage's sentences that share most of
@@ -86,6 +85,8 @@ class TrainedVerifier:
             relevance=round(relevance, 4),
             quoted=chosen[0].quoted,
             evidence=evidence_of(judged[0]),
+            veto=veto_of(judged[0], chosen[0].passage_id),
+            passages=passage_verdicts(judged[0]),
         )
 
     async def verify(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification:

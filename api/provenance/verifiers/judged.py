@@ -1,0 +1,187 @@
+"""A verifier that reads: a model judge (`judges.model.ModelJudge`) decides support and relevance, and the
+rules' vetoes stay final.
+
+The local verifier (features or trained) still judges every claim first. Its per-passage scores rank the
+passages the judge reads (best first, at most `candidates`), and its vetoes cap whatever the judge says:
+- `fact_not_stated`: a number, amount, date, time, email address or name in the claim that the passage does
+  not state with the claim's other facts;
+- `negation_flipped`: the passage's rule, reversed.
+`not_self_contained` ("It costs $10 per week...") is the judge's call: it reads the claim against the
+passage and can tell whether the passage says it. The lexical stage's caps (low overlap, the question's
+dates and numbers, the answer type, the premise) apply after this, whoever judged.
+
+A claim quoted word for word is what its passage says: support 1.0, with no judgment needed. Support is
+judged without the question; relevance from the question, the claim and the heading path of the passage the
+claim rests on. A claim whose support fails the gate's floor is not asked about relevance: the gate refuses
+it for support whatever it would say.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from provenance.judges.model import MAX_CLAIMS_JUDGED, Judged, ModelJudge
+from provenance.models import EvidenceSpan, JudgeRecord
+from provenance.passages import ScoredPassage
+from provenance.ports import (
+    MISSING_VERDICT,
+    ClaimVerdict,
+    PassageSupport,
+    RanksSentences,
+    SentenceScore,
+    Usage,
+    Verification,
+    Verifier,
+)
+from provenance.verifiers.rules import PassageScore, supporting
+from provenance.verifiers.support import FACT_VETO, NEGATION_VETO, QUOTED_SUPPORT
+
+# The vetoes a judge can't overrule, and the cap each puts on its verdict.
+FINAL_VETOES = {"fact_not_stated": FACT_VETO, "negation_flipped": NEGATION_VETO}
+# Past this calibrated support the next candidate passage is not read: the claim rests on this one.
+ENOUGH = 0.9
+# Below this support the gate refuses the claim whatever its relevance (GATE_MIN_CLAIM's default).
+SUPPORT_FLOOR = 0.40
+
+
+class JudgedVerifier:
+    def __init__(self, rules: Verifier, judge: ModelJudge, *, independent: bool) -> None:
+        self.rules = rules
+        self.judge = judge
+        self.independent = independent
+        self.name = f"judge:{judge.model}"
+
+    async def verify(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification:
+        if not claims:
+            return Verification(verdicts=[])
+        own = await self.rules.verify(question, claims, passages)
+        by_id = {p.id: p for p in passages}
+        usages: list[Usage] = []
+        supports = await self._support_all(claims, own.verdicts, by_id, usages)
+        verdicts = []
+        for i, (claim, rules_verdict, judged) in enumerate(zip(claims, own.verdicts, supports, strict=True)):
+            if i >= MAX_CLAIMS_JUDGED:
+                # Past the bound the spend cap reserved for: not judged, so not supported (fail closed).
+                verdicts.append(MISSING_VERDICT)
+                continue
+            verdicts.append(await self._verdict(question, claim, rules_verdict, judged, by_id, usages))
+        return Verification(verdicts=verdicts, usage=_total(self.judge.model, usages))
+
+    async def _support_all(
+        self,
+        claims: Sequence[str],
+        rules: Sequence[ClaimVerdict],
+        by_id: dict[str, ScoredPassage],
+        usages: list[Usage],
+    ) -> list[list[tuple[PassageSupport, Judged | None]]]:
+        """Each claim's candidate passages with the judge's verdict on each (None: quoted, or not read). The
+        judgments go passage by passage, so that the server's prompt cache holds a passage for every claim
+        read against it: first every claim's best candidate, then the second for those that still need it."""
+        out: list[list[tuple[PassageSupport, Judged | None]]] = [[] for _ in claims]
+        queues = [[c for c in v.passages if c.passage_id in by_id][: self.judge.candidates] for v in rules]
+        del queues[MAX_CLAIMS_JUDGED:]
+        for rank in range(self.judge.candidates):
+            todo = [(i, q[rank]) for i, q in enumerate(queues) if rank < len(q) and not _settled(out[i], self.judge)]
+            for i, candidate in sorted(todo, key=lambda t: t[1].passage_id):
+                if candidate.quoted:
+                    out[i].append((candidate, None))
+                    continue
+                judged = await self.judge.support(claims[i], by_id[candidate.passage_id])
+                usages.append(judged.usage)
+                out[i].append((candidate, judged))
+        return out
+
+    async def _verdict(
+        self,
+        question: str,
+        claim: str,
+        rules: ClaimVerdict,
+        judged: list[tuple[PassageSupport, Judged | None]],
+        by_id: dict[str, ScoredPassage],
+        usages: list[Usage],
+    ) -> ClaimVerdict:
+        if not judged:
+            return MISSING_VERDICT
+        scored = [(candidate, j, _capped(candidate, j, self.judge)) for candidate, j in judged]
+        chosen = supporting([PassageScore(c.passage_id, score, c.quoted) for c, _, score in scored])
+        best_candidate, best_judged, best = next(s for s in scored if s[0].passage_id == chosen[0].passage_id)
+        ids = [s.passage_id for s in chosen]
+        method = best_judged.method if best_judged is not None else ("json" if self.judge.json_only else "logprobs")
+        record = JudgeRecord(
+            model=self.judge.model,
+            independent=self.independent,
+            method=method,
+            calibrated=self.judge.calibration is not None,
+            support=round(best, 4),
+            raw_support=None if best_judged is None else round(best_judged.p_yes, 4),
+            passage_id=best_candidate.passage_id,
+            judgments=sum(1 for _, j in judged if j is not None),
+            detail="quoted word for word: stated, no judgment needed" if best_judged is None else None,
+        )
+        relevance: float = 0.0
+        if best >= SUPPORT_FLOOR:
+            answered = await self.judge.relevance(question, claim, by_id[best_candidate.passage_id].heading)
+            usages.append(answered.usage)
+            relevance = answered.p_yes
+            record = _with_relevance(record, answered)
+        else:
+            record = _with_detail(record, "relevance not judged: the support fails the gate's floor")
+        veto = best_candidate.veto if best_candidate.veto in FINAL_VETOES else None
+        return ClaimVerdict(
+            support=round(best, 4),
+            supporting_passage_ids=ids,
+            relevance=round(relevance, 4),
+            quoted=best_candidate.quoted,
+            evidence=[
+                EvidenceSpan(passage_id=c.passage_id, start=c.start, end=c.end)
+                for c, _, _ in sorted(scored, key=lambda s: -s[2])
+                if c.passage_id in ids and c.end > c.start
+            ],
+            veto=veto,
+            passages=rules.passages,
+            judge=record,
+            rules_support=rules.support,
+            rules_relevance=rules.relevance,
+        )
+
+    async def sentence_relevance(self, question: str, passages: Sequence[ScoredPassage]) -> list[list[SentenceScore]]:
+        """What a refusal shows as the sentence closest to the question: the local verifier's ranking (one
+        judgment per sentence of every passage would cost more than the answer did)."""
+        if isinstance(self.rules, RanksSentences):
+            return await self.rules.sentence_relevance(question, passages)
+        return [[] for _ in passages]
+
+
+def _settled(judged: list[tuple[PassageSupport, Judged | None]], judge: ModelJudge) -> bool:
+    return any(_capped(c, j, judge) >= ENOUGH for c, j in judged)
+
+
+def _capped(candidate: PassageSupport, judged: Judged | None, judge: ModelJudge) -> float:
+    """The judge's calibrated support under the rules' final vetoes; a quoted claim is stated."""
+    if judged is None:
+        return QUOTED_SUPPORT
+    score = judge.calibrated(judged.p_yes)
+    cap = FINAL_VETOES.get(candidate.veto or "")
+    return score if cap is None else min(score, cap)
+
+
+def _with_relevance(record: JudgeRecord, answered: Judged) -> JudgeRecord:
+    return msgspec.structs.replace(
+        record, relevance=round(answered.p_yes, 4), raw_relevance=round(answered.p_yes, 4), method=answered.method
+    )
+
+
+def _with_detail(record: JudgeRecord, detail: str) -> JudgeRecord:
+    return msgspec.structs.replace(record, detail=detail)
+
+
+def _total(model: str, usages: Sequence[Usage]) -> Usage | None:
+    if not usages:
+        return None
+    return Usage(
+        model=model,
+        input_tokens=sum(u.input_tokens for u in usages),
+        output_tokens=sum(u.output_tokens for u in usages),
+    )

@@ -1,0 +1,111 @@
+"""A few lines of HTTP on loopback that speak OpenAI's chat completions: for the failures a real model server
+can't be made to produce on cue, and for a judge whose every verdict a test decides."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+
+class ScriptedServer:
+    """A few lines of HTTP on loopback: answers every request with `status` and `body`, or never answers
+    (`hang`). Only for the failures a real model can't be made to produce on cue."""
+
+    def __init__(self, model: str = "smollm2-135m-instruct") -> None:
+        self.model = model
+        # Answers each request's JSON with (status, body) when set, instead of `status` and `body`.
+        self.reply: Callable[[dict[str, Any]], tuple[int, bytes]] | None = None
+        self.status = 200
+        self.body = b""
+        self.content_type = "application/json"
+        self.hang = False
+        self.requests: list[dict[str, Any]] = []
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}/v1"
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    def completion(self, content: str | None, finish_reason: str = "stop", usage: bool = True) -> None:
+        reply: dict[str, Any] = {
+            "id": "c1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": self.model,
+            "choices": [
+                {"index": 0, "finish_reason": finish_reason, "message": {"role": "assistant", "content": content}}
+            ],
+        }
+        if usage:
+            reply["usage"] = {"prompt_tokens": 321, "completion_tokens": 1024, "total_tokens": 1345}
+        self.body = json.dumps(reply).encode()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(
+                (
+                    int(line.split(b":", 1)[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                ),
+                0,
+            )
+            request = json.loads(await reader.readexactly(length))
+            self.requests.append(request)
+            if self.hang:
+                await asyncio.sleep(3600)
+            status, body = self.reply(request) if self.reply is not None else (self.status, self.body)
+            writer.write(
+                b"HTTP/1.1 %d X\r\ncontent-type: %s\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
+                % (status, self.content_type.encode(), len(body), body)
+            )
+            await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+
+def logprob_reply(model: str, p_yes: float, *, token: str | None = None) -> bytes:
+    """A one-token completion whose first token's alternatives give P(Yes) = `p_yes` (llama.cpp's shape)."""
+    import math
+
+    yes, no = max(p_yes, 1e-9), max(1 - p_yes, 1e-9)
+    top = [
+        {"token": "Yes", "logprob": math.log(yes), "bytes": None},
+        {"token": "No", "logprob": math.log(no), "bytes": None},
+    ]
+    first = token or ("Yes" if p_yes >= 0.5 else "No")
+    reply = {
+        "id": "j1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "length",
+                "message": {"role": "assistant", "content": first},
+                "logprobs": {
+                    "content": [
+                        {
+                            "token": first,
+                            "logprob": math.log(yes if first == "Yes" else no),
+                            "bytes": None,
+                            "top_logprobs": top,
+                        }
+                    ]
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 200, "completion_tokens": 1, "total_tokens": 201},
+    }
+    return json.dumps(reply).encode()
