@@ -538,7 +538,8 @@ def render(
         + f": {cases} cases × {len(KINDS)} kinds = {len(records)} asks. Profile `anthropic` through the real "
         "`anthropic` SDK against the fake Messages API of `tests/fake_anthropic.py` on loopback, over corpus "
         f"`{display_path(corpus)}` ingested into a throwaway schema (the in-process pipeline of `provenance evals`: "
-        f"cache off, no guards). Local models `{settings.local_models}`, k = {settings.retrieval.k}, retrieval "
+        f"cache off, no guards). Local verifier `{settings.local_verifier}`, {judged_by(settings)}, k = "
+        f"{settings.retrieval.k}, retrieval "
         f"`{settings.retrieval.mode}`; gate: support mean ≥ {g.threshold:.2f} and weakest claim ≥ "
         f"{g.min_claim:.2f}, relevance of the most relevant claim ≥ {g.relevance:.2f} (uncertain from "
         f"{g.relevance_uncertain:.2f}).",
@@ -549,8 +550,13 @@ def render(
         "scripted answer, citing the scripted passages that were in its prompt (else the prompt's passages "
         "from the same file, else none); and returns the scripted claims, each with supported_probability "
         f"{SUPPORTED}, those passage ids, and relevance_probability {RELEVANT} ({NOT_RELEVANT} in c1). "
-        "Support is judged by the local verifier too and the lower verdict counts; relevance is the model's "
-        "verdict under the local vetoes.",
+        + (
+            "Support and relevance are the reading judge's verdicts under the rules' vetoes; the model's own "
+            "verdicts are recorded and do not count."
+            if settings.judge.enabled
+            else "Support is judged by the local verifier too and the lower verdict counts; relevance is the "
+            "model's verdict under the local vetoes."
+        ),
         "",
         "## Headline",
         "",
@@ -668,6 +674,49 @@ def headline(records: Sequence[Record]) -> str:
     return "; ".join(parts) + f"; c2 veto caught {caught}/{len(veto)}" + (f"; {errors} error(s)" if errors else "")
 
 
+def select_kinds(chosen: Sequence[str]) -> None:
+    """Ask only these kinds: the report and its tallies follow KINDS."""
+    global KINDS
+    KINDS = tuple(k for k in KINDS if k in chosen)
+
+
+def judged_by(settings: Settings) -> str:
+    j = settings.judge
+    if not j.enabled:
+        return "no reading judge (the rules judge)"
+    return f"reading judge `{j.model}` at `{j.base_url}`"
+
+
+# --- a judge that lies -----------------------------------------------------------------------------
+
+
+class LyingJudge:
+    """An OpenAI-compatible judge on loopback, in a thread of its own, that says Yes (P 0.99) to everything:
+    with it, whatever is refused was refused by the rules' vetoes and the lexical caps alone."""
+
+    MODEL = "lying-judge"
+
+    def __init__(self) -> None:
+        import threading
+
+        from tests.scripted_server import ScriptedServer, logprob_reply
+
+        self.server = ScriptedServer(model=self.MODEL)
+        self.server.reply = lambda request: (200, logprob_reply(self.MODEL, 0.99))
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.url = ""
+
+    def start(self) -> LyingJudge:
+        self.thread.start()
+        self.url = asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(timeout=10)
+        return self
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.close(), self.loop).result(timeout=10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
 # --- entry point ----------------------------------------------------------------------------------
 
 
@@ -682,7 +731,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="only the first N scripted cases")
     parser.add_argument("--ids", default=None, help="only these case ids, comma-separated")
     parser.add_argument("--scripts", type=Path, default=SCRIPTS, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--kinds", default=None, help=f"only these kinds, comma-separated (of {', '.join(KINDS)}); default all"
+    )
+    parser.add_argument(
+        "--lying-judge",
+        action="store_true",
+        help="a reading judge scripted to say Yes to everything (P(Yes) 0.99): what the vetoes alone catch",
+    )
     args = parser.parse_args(argv)
+    if args.kinds:
+        chosen = [k.strip() for k in args.kinds.split(",") if k.strip()]
+        unknown_kinds = [k for k in chosen if k not in KINDS]
+        if unknown_kinds:
+            parser.error(f"unknown kinds: {', '.join(unknown_kinds)}")
+        select_kinds(chosen)
 
     try:
         base = load_settings()
@@ -705,15 +768,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     model = ScriptedModel()
     fake = FakeAnthropic().start()
+    liar = LyingJudge().start() if args.lying_judge else None
     try:
         fake.responder = model
         settings = fake.settings(base, anthropic_timeout_s=MODEL_TIMEOUT_S)
+        if liar is not None:
+            settings = settings.with_overrides(
+                judge="openai", judge_base_url=liar.url, judge_model=LyingJudge.MODEL, judge_max_retries=0
+            )
         embedder = load_embedder(settings)
         profile = build_profile(settings, embedder)
         corpus = settings.ingest.corpus_dir
         records = asyncio.run(run_all(settings, corpus, rows, questions, embedder, profile, model))
     finally:
         fake.close()
+        if liar is not None:
+            liar.close()
     elapsed = time.monotonic() - started
 
     args.out.parent.mkdir(parents=True, exist_ok=True)

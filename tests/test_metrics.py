@@ -520,6 +520,16 @@ def test_each_alert_fires_on_what_it_watches_and_not_before(tmp_path: Path) -> N
             fires_at="30m",
             quiet_at="8m",
         ),
+        # The reading judge failing is counted and alerted on like any model call: one judgment in five hangs.
+        _case(
+            {
+                'provenance_model_calls_total{call="judge"}': "0+10x40",
+                'provenance_model_errors_total{call="judge", kind="timeout"}': "0+2x40",
+            },
+            "ProvenanceModelErrors",
+            fires_at="30m",
+            quiet_at="8m",
+        ),
         # One in a hundred is within the allowance.
         _quiet(
             {

@@ -345,7 +345,8 @@ async def test_the_judge_reads_a_probability_from_the_real_servers_logprobs(llam
     from provenance.judges.model import ModelJudge
     from provenance.passages import ScoredPassage
 
-    judge = ModelJudge(client_for(Settings(), llama_server.base_url), MODEL, server="local", calibration=None)
+    settings = Settings().with_overrides(judge_timeout_s=300)
+    judge = ModelJudge(client_for(settings, llama_server.base_url), MODEL, server="local", calibration=None)
     passage = ScoredPassage(
         id="lockers.md#prices",
         source="lockers.md",

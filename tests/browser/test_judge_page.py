@@ -40,7 +40,8 @@ async def test_the_page_names_the_judge_of_every_claim(page: Page, judged_server
     await page.goto(judged_server.url)
     await expect(page.locator("#profile")).to_contain_text(f"judge: {JUDGE} (uncalibrated)")
     await ask(page, ANSWERABLE)
-    await expect(page.get_by_test_id("verdict")).to_have_attribute("data-status", "answered")
+    # The judge is scripted and answers at once; the rest of the service shares a busy machine.
+    await expect(page.get_by_test_id("verdict")).to_have_attribute("data-status", "answered", timeout=60_000)
     judged = page.get_by_test_id("claim-judge")
     assert await judged.count() == await page.get_by_test_id("claim").count() >= 1
     await expect(judged.first).to_contain_text(f"Judged by {JUDGE}, independent of the writer")
