@@ -7,7 +7,8 @@ Fit: `evals/support-pairs.jsonl` over `corpus/` (Platt scaling of the judge's P(
 `api/provenance/data/judge_calibration.json` for this model). Report: `evals/support-pairs-18f.jsonl` over the
 18F handbook, written before anything was fitted, never fitted on. Each pair's claim is read, as at run
 time, against the passages of its source file: the rules score every one (the best counts), and the judge
-reads the rules' best `--candidates` passages (the best counts). Reported, for the rules alone, the judge
+reads the rules' best `--candidates` passages, each cut to the window of one or two sentences the rules
+found the claim in (the best counts). Reported, for the rules alone, the judge
 alone and the judge under the rules' vetoes: ROC AUC, and how many restatements and how many changed claims
 reach the gate's 0.70. Also the lexical overlap the lexical stage caps at, over the restatements: the
 threshold they pass.
@@ -40,7 +41,7 @@ from provenance.ports import PassageSupport
 from provenance.settings import Settings
 from provenance.stages.lexical import MIN_OVERLAP
 from provenance.verifiers.features import load_coefficients
-from provenance.verifiers.judged import FINAL_VETOES
+from provenance.verifiers.judged import FINAL_VETOES, window_of
 from provenance.verifiers.support import RuleSupport
 from provenance.verifiers.vectors import SentenceEmbeddings, WordVectors
 
@@ -118,10 +119,11 @@ async def score_pairs(
         scored = sorted(rules.judge([claim], passages)[0], key=lambda s: -s.score)
         judged = []
         for candidate in scored[: judge.candidates]:
-            key = (claim, candidate.passage_id)
+            # As at run time: the window of the passage the rules read the claim against.
+            passage = window_of(next(p for p in passages if p.id == candidate.passage_id), candidate)
+            key = (claim, f"{candidate.passage_id}@{candidate.start}-{candidate.end}")
             if key not in cache.seen:
-                passage = next(p for p in passages if p.id == candidate.passage_id)
-                cache.put(claim, candidate.passage_id, (await judge.support(claim, passage)).p_yes)
+                cache.put(claim, key[1], (await judge.support(claim, passage)).p_yes)
             judged.append((candidate, cache.seen[key]))
             if candidate.quoted or cache.seen[key] >= ENOUGH_RAW:
                 # As at run time: a passage that states the claim ends the search.
@@ -244,8 +246,8 @@ async def run(args: argparse.Namespace, base_url: str, model: str) -> int:
         f"## The reading judge on support pairs: `{model}`",
         "",
         f"Calibration fitted on evals/support-pairs.jsonl: a = {a:.4f}, b = {b:.4f} (raw P(Yes) AUC there "
-        f"{calibration.auc:.3f}). Each claim read against the rules' best {args.candidates} passages of its source "
-        "file; the gate's 0.70.",
+        f"{calibration.auc:.3f}). Each claim read against the window of the rules' best {args.candidates} passages "
+        "of its source file; the gate's 0.70.",
         "",
         *table(
             "Held out: evals/support-pairs-18f.jsonl (18F handbook; never fitted on)",

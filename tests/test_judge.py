@@ -137,9 +137,11 @@ async def test_a_judge_that_says_yes_to_everything_cant_overrule_a_veto(
     # Two support judgments and one relevance judgment, each one token at temperature 0 with logprobs.
     assert len(sent) == 3
     assert all(r["max_tokens"] == 1 and r["temperature"] == 0 and r["logprobs"] is True for r in sent)
-    # The passage comes before the claim: a shared prefix for the server's prompt cache.
+    # The judge reads the window the rules found the claim in, under its heading, before the claim (a shared
+    # prefix for the server's prompt cache); not the rest of the passage.
     support_prompt = sent[0]["messages"][1]["content"]
-    assert support_prompt.index(PASSAGE.text) < support_prompt.index(claims[0])
+    window = "Passage (Lockers > Prices):\nA standard locker costs $14 per month."
+    assert support_prompt.index(window) < support_prompt.index(claims[0]) and "large locker" not in support_prompt
     assert verification.usage is not None and verification.usage.model == JUDGE
     assert verification.usage.input_tokens == 600
 

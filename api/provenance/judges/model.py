@@ -2,8 +2,8 @@
 is asked one question a claim and answers Yes or No.
 
 - Support, without the question: "Does the passage state everything the claim says?", the claim against the
-  whole passage it rests on, with its heading path. The passage comes first in the prompt, so a server's
-  prompt cache serves the other claims read against the same passage.
+  window of the passage it rests on (`verifiers.judged.window_of`), with its heading path. The passage comes
+  first in the prompt, so a server's prompt cache serves what the claims read against it share.
 - Relevance: "Does the sentence answer the question?", from the question, the claim and the passage's
   heading path. The question comes first, shared by one answer's claims.
 
