@@ -59,7 +59,8 @@ NOT_RELEVANT = 0.05
 MODEL_TIMEOUT_S = 60.0
 
 Kind = Literal["faithful", "fabricated", "off_honest", "off_wrong"]
-KINDS: tuple[Kind, ...] = ("faithful", "fabricated", "off_honest", "off_wrong")
+ALL_KINDS: tuple[Kind, ...] = ("faithful", "fabricated", "off_honest", "off_wrong")
+KINDS: tuple[Kind, ...] = ALL_KINDS
 LABEL: dict[Kind, str] = {
     "faithful": "(a) faithful",
     "fabricated": "(b) fabricated",
@@ -523,7 +524,8 @@ def scripts_provenance(path: Path) -> str:
 def render(
     records: Sequence[Record], settings: Settings, corpus: Path, elapsed_s: float, limit: int | None, scripts: Path
 ) -> str:
-    by_kind = {kind: [r for r in records if r.kind == kind] for kind in KINDS}
+    # Every kind, asked or not (--kinds): a kind not asked has no records.
+    by_kind = {kind: [r for r in records if r.kind == kind] for kind in ALL_KINDS}
     tallies = {kind: Tally.of(rs) for kind, rs in by_kind.items()}
     cases = len({r.id for r in records})
     off_wrong = by_kind["off_wrong"]

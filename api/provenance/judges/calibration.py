@@ -24,15 +24,28 @@ class JudgeCalibration(msgspec.Struct, frozen=True, kw_only=True):
     fitted_on: str
     pairs: int
     auc: float
+    # Relevance's own map, when one was fitted (`evals/judge_relevance.py`); else relevance is the raw P(Yes).
+    relevance_a: float | None = None
+    relevance_b: float | None = None
+    relevance_fitted_on: str | None = None
 
     @property
     def version(self) -> str:
-        return f"{self.a:.4f},{self.b:.4f}"
+        return f"{self.a:.4f},{self.b:.4f},{self.relevance_a},{self.relevance_b}"
 
     def apply(self, p_yes: float) -> float:
-        p = min(1 - _EPS, max(_EPS, p_yes))
-        z = self.a * math.log(p / (1 - p)) + self.b
-        return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+        return _platt(p_yes, self.a, self.b)
+
+    def apply_relevance(self, p_yes: float) -> float:
+        if self.relevance_a is None or self.relevance_b is None:
+            return p_yes
+        return _platt(p_yes, self.relevance_a, self.relevance_b)
+
+
+def _platt(p_yes: float, a: float, b: float) -> float:
+    p = min(1 - _EPS, max(_EPS, p_yes))
+    z = a * math.log(p / (1 - p)) + b
+    return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 
 
 def load_calibrations(path: Path = CALIBRATION_PATH) -> dict[str, JudgeCalibration]:

@@ -133,6 +133,9 @@ class ModelJudge:
     def calibrated(self, p_yes: float) -> float:
         return p_yes if self.calibration is None else self.calibration.apply(p_yes)
 
+    def calibrated_relevance(self, p_yes: float) -> float:
+        return p_yes if self.calibration is None else self.calibration.apply_relevance(p_yes)
+
     async def support(self, claim: str, passage: ScoredPassage) -> Judged:
         return await self._ask(SUPPORT_SYSTEM, support_prompt(claim, passage), "support")
 

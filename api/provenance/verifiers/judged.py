@@ -126,8 +126,8 @@ class JudgedVerifier:
         if best >= SUPPORT_FLOOR:
             answered = await self.judge.relevance(question, claim, by_id[best_candidate.passage_id].heading)
             usages.append(answered.usage)
-            relevance = answered.p_yes
-            record = _with_relevance(record, answered)
+            relevance = self.judge.calibrated_relevance(answered.p_yes)
+            record = _with_relevance(record, answered, relevance)
         else:
             record = _with_detail(record, "relevance not judged: the support fails the gate's floor")
         veto = best_candidate.veto if best_candidate.veto in FINAL_VETOES else None
@@ -179,9 +179,9 @@ def _capped(candidate: PassageSupport, judged: Judged | None, judge: ModelJudge)
     return score if cap is None else min(score, cap)
 
 
-def _with_relevance(record: JudgeRecord, answered: Judged) -> JudgeRecord:
+def _with_relevance(record: JudgeRecord, answered: Judged, relevance: float) -> JudgeRecord:
     return msgspec.structs.replace(
-        record, relevance=round(answered.p_yes, 4), raw_relevance=round(answered.p_yes, 4), method=answered.method
+        record, relevance=round(relevance, 4), raw_relevance=round(answered.p_yes, 4), method=answered.method
     )
 
 
