@@ -400,3 +400,5 @@ class PublicConfig(Wire):
     max_question_chars: int
     # The model the profile calls, as /healthz names it.
     model: str = ""
+    # Whether the page asks "Was this right?" under each answer and refusal (POST /feedback).
+    feedback: bool = False
