@@ -6,16 +6,21 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import httpx
+import msgspec
 import pytest
 from prometheus_client import REGISTRY
 
+from provenance.cli import main
 from provenance.db import create_pool, migrate
 from provenance.embedder import Embedder
+from provenance.evals import Case, load_cases
+from provenance.feedback.wire import KINDS
 from provenance.guards.apikeys import create_key
 from provenance.ingest import ingest
 from provenance.settings import Settings
@@ -294,3 +299,97 @@ def test_verdicts_are_counted_in_metrics_and_the_endpoint_is_declared(server: Li
     assert schema["components"]["schemas"]["RightVerdict"]["additionalProperties"] is False
     config = httpx.get(f"{server.url}/config").json()
     assert config["feedback"] is True
+
+
+# --- the whole loop: ask, rate, export, review, run ------------------------------------------------------
+
+
+def test_rated_answers_become_eval_cases_that_provenance_evals_runs_and_scores(
+    server: LiveServer, feedback_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = "203.0.113.30"
+    since = datetime.now(UTC).isoformat()
+    answered = ask(server, ANSWERABLE, client)
+    refused = ask(server, UNCOVERED, client)
+    assert (answered["status"], refused["status"]) == ("answered", "refused")
+    note = "<b>not</b> what the price list says"  # kept and exported as text
+    wrong = {"requestId": answered["requestId"], "verdict": "wrong", "kind": "wrong_answer", "note": note}
+    should = {"requestId": refused["requestId"], "verdict": "wrong", "kind": "should_have_answered"}
+    for body in (wrong, should):
+        assert rate(server, client, body).status_code == 200
+    assert rate(server, client, {"requestId": ask(server, ANSWERABLE, client)["requestId"], "verdict": "right"})
+
+    for name, value in (
+        ("DATABASE_URL", feedback_settings.database.url or ""),
+        ("DB_SCHEMA", feedback_settings.database.schema),
+        ("DATA_DIR", str(feedback_settings.data_dir)),
+        ("LOG_LEVEL", "warning"),
+    ):
+        monkeypatch.setenv(name, value)
+    # The deployment has moved on since: another gate threshold.
+    monkeypatch.setenv("GATE_THRESHOLD", "0.75")
+    exported = tmp_path / "feedback.jsonl"
+    assert main(["feedback", "export", "--since", since, "--out", str(exported)]) == 0
+    lines = exported.read_bytes().splitlines()
+    cases = {c.requestId: c for c in (msgspec.json.decode(line, type=Case) for line in lines)}
+    assert set(cases) == {answered["requestId"], refused["requestId"]}  # the 'right' verdict is not a case
+    # Every field the export writes survives a read and a write by evals.Case, as the line it was.
+    assert [msgspec.json.decode(msgspec.json.encode(msgspec.json.decode(x, type=Case))) for x in lines] == [
+        msgspec.json.decode(x) for x in lines
+    ]
+
+    bad, missed = cases[answered["requestId"]], cases[refused["requestId"]]
+    assert bad.expect is None and bad.mustNotInclude == [answered["answer"]] and bad.note == note
+    assert missed.expect == "answer" and missed.mustNotInclude is None
+    for case in (bad, missed):
+        assert case.needsReview and case.mustIncludeAny == [] and case.bucket == "feedback"
+        assert case.served is not None
+        assert case.served.since == [f"GATE_THRESHOLD was {feedback_settings.gate.threshold!r}, is 0.75 now"]
+    assert bad.served is not None and (bad.served.status, bad.served.kind) == ("answered", "wrong_answer")
+    assert missed.served is not None and (missed.served.status, missed.served.reason) == ("refused", refused["reason"])
+    # Not runnable until a person decides what the right outcome is.
+    with pytest.raises(ValueError, match="left for review"):
+        load_cases(exported)
+
+    # The reviewer: the question is answerable, the price list says $14; the answer given must not come back.
+    reviewed = tmp_path / "reviewed.jsonl"
+    reviewed.write_bytes(
+        b"".join(
+            msgspec.json.encode(msgspec.structs.replace(c, expect="answer", mustIncludeAny=["$14"], needsReview=False))
+            + b"\n"
+            for c in (bad, missed)
+        )
+    )
+    monkeypatch.delenv("GATE_THRESHOLD")
+    records = tmp_path / "results.jsonl"
+    args = ["evals", "--cases", str(reviewed), "--out", str(tmp_path / "r.md"), "--json", str(records)]
+    assert main([*args, "--k-sweep", str(feedback_settings.retrieval.k)]) == 0
+    results = {r["id"]: r for r in map(json.loads, records.read_text().splitlines())}
+    again = results[bad.id]
+    # The same question, the same settings: the same answer, which the reader said was wrong, so it scores as
+    # not correct although it holds "$14"; the refusal the reader disputed scores as a false refusal.
+    assert again["status"] == "answered" and again["answer"] == answered["answer"]
+    assert again["mustNotInclude"] == [answered["answer"]] and again["answerCorrect"] is False
+    assert results[missed.id]["status"] == "refused" and results[missed.id]["answerCorrect"] is False
+
+
+def test_feedback_stats_counts_verdicts_by_kind_per_corpus_and_week(
+    server: LiveServer, feedback_settings: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = "203.0.113.31"
+    since = datetime.now(UTC)
+    for kind in ("wrong_answer", "wrong_answer", "other"):
+        rid = ask(server, ANSWERABLE, client)["requestId"]
+        assert rate(server, client, {"requestId": rid, "verdict": "wrong", "kind": kind}).status_code == 200
+    rid = ask(server, ANSWERABLE, client)["requestId"]
+    assert rate(server, client, {"requestId": rid, "verdict": "right"}).status_code == 200
+    monkeypatch.setenv("DATABASE_URL", feedback_settings.database.url or "")
+    monkeypatch.setenv("DB_SCHEMA", feedback_settings.database.schema)
+    monkeypatch.setenv("DATA_DIR", str(feedback_settings.data_dir))
+    capsys.readouterr()
+    assert main(["feedback", "stats", "--since", since.isoformat()]) == 0
+    header, week, total = capsys.readouterr().out.strip().splitlines()
+    assert header.split() == ["corpus", "week", "verdicts", "right", "wrong", *KINDS]
+    monday = (since - timedelta(days=since.weekday())).date().isoformat()
+    assert week.split() == ["default", monday, "4", "1", "3", "2", "0", "1"]
+    assert total.split() == ["default", "all", "4", "1", "3", "2", "0", "1"]
