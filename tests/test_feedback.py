@@ -20,11 +20,14 @@ from provenance.cli import main
 from provenance.db import create_pool, migrate
 from provenance.embedder import Embedder
 from provenance.evals import Case, load_cases
+from provenance.feedback.cases import changes_since
+from provenance.feedback.responses import ResponseLog, served_settings
 from provenance.feedback.wire import KINDS
 from provenance.guards.apikeys import create_key
 from provenance.ingest import ingest
+from provenance.models import AskResponse, Stages
 from provenance.settings import Settings
-from provenance.store import Store
+from provenance.store import FeedbackRow, Store
 from tests.conftest import CORPUS, LiveServer, make_settings
 
 ANSWERABLE = "How much does a standard locker cost per month?"
@@ -393,3 +396,69 @@ def test_feedback_stats_counts_verdicts_by_kind_per_corpus_and_week(
     monday = (since - timedelta(days=since.weekday())).date().isoformat()
     assert week.split() == ["default", monday, "4", "1", "3", "2", "0", "1"]
     assert total.split() == ["default", "all", "4", "1", "3", "2", "0", "1"]
+
+
+# --- the response log and the export's account of what changed, on their own -------------------------------
+
+
+def _response(request_id: str, status: str = "answered") -> AskResponse:
+    return AskResponse(
+        request_id=request_id,
+        question="How much is a locker?",
+        status=status,  # type: ignore[arg-type]
+        reason=None if status == "answered" else "injection",
+        answer="$14 a month." if status == "answered" else None,
+        citations=[],
+        cached=False,
+        profile="local",
+        total_ms=1.0,
+        stages=Stages(),
+        corpus="default",
+        corpus_version="v1",
+    )
+
+
+async def test_the_response_log_writes_only_when_it_flushes_and_keeps_the_first_of_a_reused_id(
+    fresh_store: Store,
+) -> None:
+    settings = Settings()
+    log = ResponseLog(fresh_store, settings, served_settings(settings, "local"))
+    log.keep(_response("reused-id-1"))
+    log.keep(msgspec.structs.replace(_response("reused-id-1"), answer="another answer"))
+    log.keep(_response("blocked-id-1", status="blocked"))  # a blocked request is not rated
+    assert log.pending == 2
+    async with fresh_store.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM recent_responses") == 0  # nothing on the request path
+    await log.aclose()  # shutdown writes what waits
+    assert log.pending == 0
+    async with fresh_store.pool.acquire() as conn:
+        rows = await conn.fetch("SELECT request_id, response->>'answer' AS answer FROM recent_responses")
+    assert [(r["request_id"], r["answer"]) for r in rows] == [("reused-id-1", "$14 a month.")]
+
+
+def test_an_exported_case_says_when_its_corpus_was_removed_or_ingested_again() -> None:
+    settings = Settings()
+    row = FeedbackRow(
+        request_id="r1",
+        verdict="wrong",
+        kind="wrong_answer",
+        note="",
+        question="q",
+        corpus="garden",
+        corpus_version="v1",
+        status="answered",
+        reason=None,
+        cached=False,
+        settings=served_settings(settings, "local", "tag-then"),
+        response={"answer": "a"},
+        served_at=datetime.now(UTC),
+        updated_at=datetime.now(UTC),
+    )
+    assert changes_since(row, settings, {"garden": "v1"}) == []  # nor is the profile's own tag compared
+    assert changes_since(row, settings, {"garden": "v2"}) == [
+        "the corpus 'garden' has been ingested again since (version v1 then, v2 now)"
+    ]
+    assert changes_since(row, settings, {}) == ["the corpus 'garden' has been removed since"]
+    assert changes_since(row, settings.with_overrides(retrieval_k=6), {"garden": "v1"}) == [
+        "RETRIEVAL_K was 4, is 6 now"
+    ]
