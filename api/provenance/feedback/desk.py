@@ -10,22 +10,13 @@ import secrets
 from collections.abc import Mapping
 
 from provenance import metrics
-from provenance.errors import NotFound, ServiceError
+from provenance.errors import ServiceError, UnknownRequest
 from provenance.feedback.responses import ResponseLog
 from provenance.feedback.wire import FeedbackReceipt, FeedbackRequest, WrongVerdict
 from provenance.guards.base import Guards
 from provenance.guards.ratelimit import human_duration, rate_limit_key
 from provenance.settings import Settings
 from provenance.store import Store
-
-
-class UnknownRequest(NotFound):
-    def __init__(self, request_id: str, window_s: int) -> None:
-        super().__init__(
-            f"there is no answer with request id {request_id!r} to rate: answers can be rated for "
-            f"{human_duration(window_s) if window_s < 3600 else _days(window_s)} after they are given"
-        )
-        self.code = "unknown_request"
 
 
 def _days(seconds: int) -> str:
@@ -74,7 +65,8 @@ class FeedbackDesk:
         note = verdict.note or ""
         rated = await self.store.rate(verdict.request_id, client, verdict.verdict, kind, note, self.settings.window_s)
         if rated is None:
-            raise UnknownRequest(verdict.request_id, self.settings.window_s)
+            window_s = self.settings.window_s
+            raise UnknownRequest(verdict.request_id, human_duration(window_s) if window_s < 3600 else _days(window_s))
         metrics.feedback_given(rated.status, verdict.verdict, kind)
         return FeedbackReceipt(
             request_id=verdict.request_id,
