@@ -2,12 +2,16 @@
 
     .venv/bin/python -m bench.cached_layers [-n 3000]
     .venv/bin/python -m bench.cached_layers --metrics [-n 3000] [--rounds 7] [--json]
+    .venv/bin/python -m bench.cached_layers --feedback [-n 3000] [--rounds 9] [--json]
 
 One process holds the real app (its lifespan run, so its pool and pipeline are those of a server) and the
 floor app (bench/floor_app.py) on an embedded Postgres with corpus/ ingested and one question cached. Each
 layer is called `n` times in turn over ASGI directly (no sockets, no HTTP parsing), and this process's CPU
 time per call (time.process_time: Postgres's share is not in it) is reported, from the bare statement
 up to the whole app. The difference between two rows is what that layer costs.
+
+`--feedback` measures what keeping every served response for readers' verdicts costs (FEEDBACK_ENABLED on
+and off, interleaved the same way; the on rounds include writing the batches they left).
 
 `--metrics` measures instead what the Prometheus metrics (provenance.metrics) add to a cached answer: the
 real app twice, METRICS_ENABLED on and off, called in interleaved rounds (on, off; then off, on; ...), the
@@ -184,6 +188,108 @@ async def measure_metrics(n: int, rounds: int) -> dict[str, Any]:
     return {"n": n, "rounds": rounds, "multiprocess": metrics.multiprocess(), **per_round}
 
 
+# What keeping every served response for feedback may add to a cached answer's CPU (issue 36).
+FEEDBACK_BUDGET = 0.05
+
+
+async def measure_feedback(n: int, rounds: int) -> dict[str, Any]:
+    """CPU µs per cached /ask, each round's, with the response log (FEEDBACK_ENABLED) on and off. The on app's
+    rounds end by writing what its log holds, inside the timing: the batched writes are its cost, not the next
+    round's. Postgres's side of those writes is timed apart, as the statements' wall time per response."""
+    from provenance.app import create_app
+    from provenance.settings import load_settings
+
+    question = load_questions()[0]
+    body = msgspec.json.encode({"question": question})
+    apps = {
+        "on": create_app(load_settings().with_overrides(feedback_enabled=True)),
+        "off": create_app(load_settings().with_overrides(feedback_enabled=False)),
+        "primer": create_app(load_settings().with_overrides(feedback_enabled=False)),
+    }
+    for app in apps.values():
+        await start(app)
+        warming = app.state.services.warmup_task
+        if warming is not None:
+            await warming
+    responses = apps["on"].state.services.feedback.responses
+    store = responses.store
+    written: list[tuple[int, float]] = []  # (responses, seconds) of each batched write
+
+    async def timed(rows: Any) -> int:
+        started = time.perf_counter()
+        kept = await keep(rows)
+        written.append((len(rows), time.perf_counter() - started))
+        return kept
+
+    keep = store.keep_responses
+    store.keep_responses = timed
+    calls = {name: asgi_call(app, body) for name, app in apps.items()}
+    await calls.pop("primer")()
+    per_round: dict[str, list[float]] = {"on": [], "off": []}
+    for r in range(rounds):
+        for name in ("on", "off") if r % 2 == 0 else ("off", "on"):
+            call = calls[name]
+            for _ in range(n // 10):
+                await call()
+            await responses.flush()
+            started = time.process_time()
+            for _ in range(n):
+                await call()
+            if name == "on":
+                await responses.flush()
+            per_round[name].append((time.process_time() - started) / n * 1e6)
+    # The log's own CPU per response, apart from the request around it (far less noise than the A/B's
+    # difference of two whole requests): keep() n responses with distinct ids, then write them.
+    svc = apps["on"].state.services
+    sample = (await svc.pipeline.ask(question, request_id="bench-sample", peer_ip="127.0.0.1", headers={})).response
+    isolated: list[float] = []
+    for r in range(rounds):
+        batch = [msgspec.structs.replace(sample, request_id=f"bench-{r}-{i}") for i in range(n)]
+        started = time.process_time()
+        for response in batch:
+            responses.keep(response)
+        await responses.flush()
+        isolated.append((time.process_time() - started) / n * 1e6)
+    rows = sum(k for k, _ in written)
+    return {
+        "isolated_us": statistics.median(isolated),
+        "n": n,
+        "rounds": rounds,
+        "flush_ms": responses.flush_s * 1000,
+        "writes": len(written),
+        "rows": rows,
+        "pg_us_per_row": sum(s for _, s in written) / max(rows, 1) * 1e6,
+        **per_round,
+    }
+
+
+def feedback_table(cost: dict[str, Any]) -> str:
+    on, off, added = metrics_summary(cost)
+    verdict = "within" if added <= FEEDBACK_BUDGET else "**over**"
+    pairs = list(zip(cost["on"], cost["off"], strict=True))
+    rounds = ", ".join(f"{a:.0f}/{b:.0f}" for a, b in pairs)
+    paired = statistics.median(a - b for a, b in pairs)
+    return "\n".join(
+        [
+            "| feedback retention | CPU µs per cached /ask (median) |",
+            "|---|---:|",
+            f"| off (FEEDBACK_ENABLED=false) | {off:.0f} |",
+            f"| on (every response kept, written every {cost['flush_ms']:.0f} ms) | {on:.0f} |",
+            "",
+            f"Keeping every response adds **{added:+.1%}** ({on - off:+.0f} µs) to a cached answer's CPU, {verdict} "
+            f"the {FEEDBACK_BUDGET:.0%} allowed; {cost['rounds']} interleaved rounds of {cost['n']:,} calls each "
+            f"(on/off µs per round: {rounds}; the median of the rounds' differences is {paired:+.0f} µs). "
+            f"The {cost['rows']:,} responses kept went in {cost['writes']:,} batched writes; Postgres's side, "
+            f"not in the CPU above, took {cost['pg_us_per_row']:.0f} µs of wall time per response.",
+            "",
+            f"Measured apart from the request around it (`keep()` then the batched write, {cost['n']:,} responses "
+            f"a round, the median of {cost['rounds']} rounds), the log costs this process "
+            f"**{cost['isolated_us']:.1f} µs** per response: {cost['isolated_us'] / off:.1%} of a cached answer "
+            "with it off.",
+        ]
+    )
+
+
 def metrics_summary(cost: dict[str, Any]) -> tuple[float, float, float]:
     """(median µs on, median µs off, what the metrics add as a fraction of off)."""
     on, off = statistics.median(cost["on"]), statistics.median(cost["off"])
@@ -231,13 +337,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", type=int, default=3000, help="calls per layer per round (default 3000)")
     parser.add_argument("--metrics", action="store_true", help="the metrics' cost instead of the layers")
-    parser.add_argument("--rounds", type=int, default=9, help="with --metrics: interleaved rounds (default 9)")
+    parser.add_argument("--feedback", action="store_true", help="the response log's cost instead of the layers")
+    parser.add_argument(
+        "--rounds", type=int, default=9, help="with --metrics or --feedback: interleaved rounds (default 9)"
+    )
     parser.add_argument("--json", action="store_true", help="with --metrics: the figures as JSON (bench/run.py)")
     args = parser.parse_args()
     os.environ.update(LOG_LEVEL="warning", RATE_LIMIT_PER_HOUR="0")
     # Joins the Postgres bench/run.py started when it is there; else one of its own.
     database = contextlib.nullcontext() if os.environ.get("DATABASE_URL") else embedded_data_dir("provenance-layers-")
     with database, _multiprocess_dir():
+        if args.feedback:
+            cost = asyncio.run(measure_feedback(args.n, args.rounds))
+            print(json.dumps(cost) if args.json else feedback_table(cost))
+            return 0
         if not args.metrics:
             print(table(run(args.n)))
             return 0

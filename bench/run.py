@@ -69,6 +69,7 @@ class Report:
     floors: list[floor.FloorReport] = field(default_factory=list)
     layers: list[tuple[str, float]] = field(default_factory=list)  # bench/cached_layers.py
     metrics_cost: dict[str, Any] = field(default_factory=dict)  # bench/cached_layers.py --metrics
+    feedback_cost: dict[str, Any] = field(default_factory=dict)  # bench/cached_layers.py --feedback
     memory: list[tuple[str, float, float]] = field(default_factory=list)  # (server, peak server, peak pg)
     ingest_runs: list[tuple[int, float]] = field(default_factory=list)  # (passages embedded, seconds)
     formats: ingest_formats.FormatsReport | None = None
@@ -347,6 +348,17 @@ METRICS_SECTION = (
 )
 
 
+FEEDBACK_SECTION = (
+    "### What keeping responses for feedback costs a cached answer\n\n"
+    "`bench/cached_layers.py --feedback`: the real app with `FEEDBACK_ENABLED` on (every answered or refused "
+    "response is kept for FEEDBACK_WINDOW_S so that a reader can rate it; a cached answer is a new request id, "
+    "so a write per hit) and off, the cached `/ask` called over ASGI directly, in interleaved rounds, this "
+    "process's CPU per call, the median of each. The writes are batched off the request path "
+    "(provenance.feedback.responses); each on round ends by writing what it left, inside its timing. Issue 36 "
+    "allows 5%."
+)
+
+
 def metrics_cost() -> dict[str, Any]:
     """In a process of its own: this one imported prometheus-client without a multiprocess folder, and a
     served worker always has one (provenance serve)."""
@@ -439,6 +451,10 @@ def render(report: Report) -> str:
         "",
         cached_layers.metrics_table(report.metrics_cost) if report.metrics_cost else "(not measured)",
         "",
+        FEEDBACK_SECTION,
+        "",
+        cached_layers.feedback_table(report.feedback_cost) if report.feedback_cost else "(not measured)",
+        "",
         "## Memory",
         "",
         "Peak resident memory (RSS, sampled every 0.25 s with psutil) of the `provenance serve` process "
@@ -522,6 +538,8 @@ def main() -> int:
         report.layers = cached_layers.run(3000)
         log("what the metrics cost a cached answer (bench/cached_layers.py --metrics)")
         report.metrics_cost = metrics_cost()
+        log("what keeping responses for feedback costs a cached answer (bench/cached_layers.py --feedback)")
+        report.feedback_cost = asyncio.run(cached_layers.measure_feedback(3000, 9))
         asyncio.run(in_process(report, questions, [int(s) for s in args.sizes.split(",") if s]))
         if not args.skip_scaling:
             log("workers sweep (bench/scaling.py)")

@@ -138,8 +138,10 @@ class LiveServer:
 @pytest.fixture(scope="session")
 def corpus_schema_settings(pg_dsn: str, data_dir: Path, corpus_services: Services) -> Settings:
     """Settings pointing at the session's ingested corpus schema (for live servers). The rate limit and the
-    cache are off so that tests sharing this server can't throttle or answer for each other."""
-    return make_settings(pg_dsn, data_dir, schema="t_corpus", rate_limit_per_hour=0, cache_ttl_s=0)
+    cache are off so that tests sharing this server can't throttle or answer for each other (feedback's limit too)."""
+    return make_settings(
+        pg_dsn, data_dir, schema="t_corpus", rate_limit_per_hour=0, feedback_rate_limit_per_hour=0, cache_ttl_s=0
+    )
 
 
 @pytest.fixture(scope="session")

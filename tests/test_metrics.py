@@ -416,6 +416,8 @@ needs_promtool = pytest.mark.skipif(
 ALERTS = OPS / "alerts.yml"
 ANSWERS = 'provenance_ask_outcomes_total{status="answered", reason="none", cached="false"}'
 REFUSALS = 'provenance_ask_outcomes_total{status="refused", reason="not_grounded", cached="false"}'
+RATED_RIGHT = 'provenance_feedback_total{status="answered", verdict="right", kind="none"}'
+RATED_WRONG = 'provenance_feedback_total{status="answered", verdict="wrong", kind="wrong_answer"}'
 
 
 def _promtool(*args: str, cwd: Path = OPS) -> None:
@@ -538,6 +540,24 @@ def test_each_alert_fires_on_what_it_watches_and_not_before(tmp_path: Path) -> N
             },
             "ProvenanceModelErrors",
             "30m",
+        ),
+        # Readers rate an answer right every minute; from the 100th minute another says one is wrong each minute.
+        _case(
+            {RATED_RIGHT: "0+1x200", RATED_WRONG: "0x100 1+1x100"},
+            "ProvenanceReadersSayAnswersAreWrong",
+            fires_at="200m",
+            quiet_at="140m",
+        ),
+        # Half the answers rated wrong, but only ten ratings: too few to call.
+        _quiet({RATED_RIGHT: "0+1x5 5x30", RATED_WRONG: "0+1x5 5x30"}, "ProvenanceReadersSayAnswersAreWrong", "30m"),
+        # Disputed refusals, however many, are not wrong answers.
+        _quiet(
+            {
+                RATED_RIGHT: "0+1x60",
+                'provenance_feedback_total{status="refused", verdict="wrong", kind="should_have_answered"}': "0+5x60",
+            },
+            "ProvenanceReadersSayAnswersAreWrong",
+            "60m",
         ),
     ]
     spec = tmp_path / "alerts_test.yml"

@@ -30,6 +30,9 @@ async def test_migrations_apply_in_order_once(pg_dsn: str, data_dir) -> None:  #
                 "spend_ledger",
                 "corpus_state",
                 "api_keys",
+                "recent_responses",
+                "feedback",
+                "feedback_secret",
             } <= tables
             ext = await conn.fetchval("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
             assert ext is not None

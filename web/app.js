@@ -3,6 +3,7 @@
 // streamed (each stage as it completes) where the browser can read a fetch body, else asked for as JSON.
 import { h, fmtWait, capitalise } from './dom.js';
 import { renderResponse, renderProgress } from './render.js';
+import { feedbackBlock } from './feedback.js';
 import { sseEvents } from './sse.js';
 
 const UNCOVERED = "Ask something the docs don't cover";
@@ -14,6 +15,7 @@ const $ = (id) => document.getElementById(id);
 const els = {};
 const state = {
   busy: false, token: null, widgetId: null, turnstileReady: false, passages: new Map(), corpora: [], corpus: null,
+  feedback: false,
 };
 
 document.addEventListener('DOMContentLoaded', init);
@@ -79,6 +81,7 @@ function applyConfig(cfg) {
     els.profile.textContent = base + judge;
     els.profile.hidden = false;
   }
+  state.feedback = cfg.feedback === true;
   if (cfg.turnstileSiteKey && state.widgetId === null && !state.turnstileLoading) loadTurnstile(cfg.turnstileSiteKey);
 }
 
@@ -155,6 +158,9 @@ async function ask(raw) {
     if (data && typeof data.status === 'string' && data.stages) {
       const corpus = typeof data.corpus === 'string' ? data.corpus : null;
       renderResponse(els.summary, els.details, data, { retryAfter, loadPassage: (id) => loadPassage(id, corpus) });
+      // "Was this right?" under an answer or a refusal (web/feedback.js); a blocked request asks nothing.
+      const rating = state.feedback ? feedbackBlock(data, sendFeedback) : null;
+      if (rating) els.summary.append(rating);
       if (res.status >= 500) showError(errorText(res, data));
     } else {
       clearResult();
@@ -168,6 +174,21 @@ async function ask(raw) {
   } finally {
     clearTimeout(timer);
     setBusy(false);
+    resetTurnstile();
+  }
+}
+
+/** POST /feedback, with a Turnstile token of its own: a token is good for one request only. */
+async function sendFeedback(body) {
+  const token = await turnstileToken();
+  try {
+    const res = await fetch('/feedback', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
+      body: JSON.stringify(token ? { ...body, turnstileToken: token } : body),
+    });
+    return { res, data: await res.json().catch(() => null) };
+  } finally {
     resetTurnstile();
   }
 }

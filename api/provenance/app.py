@@ -17,6 +17,8 @@ from litestar.static_files import create_static_files_router
 
 from provenance import __version__
 from provenance.http.exceptions import EXCEPTION_HANDLERS
+from provenance.http.feedback import declare_feedback_constraints
+from provenance.http.feedback import feedback as feedback_endpoint
 from provenance.http.metrics import count_response, metrics_endpoint
 from provenance.http.middleware import request_middleware, security_headers
 from provenance.http.routes import ROUTES, declare_request_constraints, provide_services
@@ -53,6 +55,9 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         # Off, /metrics is not there at all (an unknown path's 404) and nothing is counted per request.
         route_handlers.append(metrics_endpoint)
         before_send.append(count_response)
+    if settings.feedback.enabled:
+        # Off, POST /feedback is not there at all, and /config tells the page not to ask.
+        route_handlers.append(feedback_endpoint)
     if (WEB_DIR / "index.html").exists():
         route_handlers.append(
             create_static_files_router(path="/", directories=[Path(WEB_DIR)], html_mode=True, name="web")
@@ -79,4 +84,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     )
     declare_request_constraints(app.openapi_schema, settings)
     declare_streaming(app.openapi_schema)
+    declare_feedback_constraints(app.openapi_schema)
     return app

@@ -12,6 +12,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 
@@ -330,6 +331,48 @@ def cmd_evals(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _feedback(settings: Settings, args: argparse.Namespace) -> int:
+    from provenance.feedback import cases
+    from provenance.store import Store
+
+    try:
+        since = cases.parse_since(args.since) if args.since else None
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    pool = await _with_pool(settings)
+    try:
+        store = Store(pool)
+        if args.feedback_command == "export":
+            print(await cases.export(store, settings, Path(args.out), since, args.corpus))
+        else:
+            print(await cases.stats(store, since, args.corpus))
+    finally:
+        await pool.close()
+    return 0
+
+
+def cmd_feedback(args: argparse.Namespace) -> int:
+    if args.feedback_command is None:
+        result: int = args.usage(args)
+        return result
+    return asyncio.run(_feedback(_settings(), args))
+
+
+def _feedback_parser(sub: Any) -> None:
+    feedback = sub.add_parser("feedback", help='readers\' "Was this right?" verdicts: counts, and eval cases')
+    feedback_sub = feedback.add_subparsers(dest="feedback_command", metavar="ACTION")
+    export = feedback_sub.add_parser(
+        "export", help="write the 'wrong' verdicts as eval cases for review (provenance evals --cases reads them)"
+    )
+    stats = feedback_sub.add_parser("stats", help="verdicts by verdict and kind, per corpus and per week")
+    for action in (export, stats):
+        action.add_argument("--since", default=None, metavar="DATE", help="only verdicts given since (UTC)")
+        action.add_argument("--corpus", default=None, metavar="NAME", help="only verdicts on this corpus")
+    export.add_argument("--out", required=True, metavar="FILE.jsonl", help="the cases file to write")
+    feedback.set_defaults(func=cmd_feedback, usage=_usage(feedback))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="provenance",
@@ -409,6 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     evals.add_argument("--title", default=None, help="report title")
     evals.add_argument("--k-sweep", default=None, help="comma-separated k values to sweep (default 2,4,6,8)")
     evals.set_defaults(func=cmd_evals)
+    _feedback_parser(sub)
     return parser
 
 

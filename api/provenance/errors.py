@@ -5,6 +5,7 @@ Exception
 │   ├── BadRequest            400
 │   ├── NotFound              404
 │   ├── UnknownCorpus         404 unknown_corpus
+│   ├── UnknownRequest        404 unknown_request (POST /feedback: no such answer to rate)
 │   ├── ModelMismatch         409 embedding_model_mismatch
 │   ├── DatabaseUnavailable   503 database_unavailable, Retry-After
 │   └── Overloaded            503 overloaded, Retry-After
@@ -68,6 +69,16 @@ class UnknownCorpus(ServiceError):
     def __init__(self, name: str, known: list[str]) -> None:
         have = ", ".join(repr(n) for n in known) if known else "none yet (run `provenance ingest`)"
         super().__init__(404, "unknown_corpus", f"there is no corpus named {name!r}; the corpora are: {have}")
+
+
+class UnknownRequest(ServiceError):
+    def __init__(self, request_id: str, window: str) -> None:
+        super().__init__(
+            404,
+            "unknown_request",
+            f"there is no answer with request id {request_id!r} to rate: answers can be rated for {window} after "
+            "they are given",
+        )
 
 
 class DatabaseUnavailable(ServiceError):

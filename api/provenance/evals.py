@@ -37,14 +37,47 @@ THRESHOLDS = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9)
 K_SWEEP = (2, 4, 6, 8)
 
 
+class Served(msgspec.Struct, frozen=True, rename="camel", kw_only=True):
+    """How the response a reader rated was served, for a case made from their feedback
+    (`provenance feedback export`): what it said, and what has changed since (`since`, empty when nothing
+    has: the same settings, the same corpus version)."""
+
+    status: str
+    reason: str | None = None
+    cached: bool = False
+    corpus: str | None = None
+    corpus_version: str | None = None
+    served_at: str | None = None
+    verdict: str | None = None
+    kind: str | None = None
+    settings: dict[str, Any] = msgspec.field(default_factory=dict)
+    since: list[str] = msgspec.field(default_factory=list)
+
+
 class Case(msgspec.Struct, frozen=True):
     id: str
     bucket: str
     question: str
-    expect: Expect
+    # None only in a case left for a person to decide (a reader said the answer was wrong): such a case is
+    # not run until they set it (load_cases says so).
+    expect: Expect | None
     mustIncludeAny: list[str] | None = None
     note: str | None = None
     reason: str | None = None
+    # An answer that must not be given again (a reader said it was wrong): an answer holding one of these is
+    # not a correct answer, whatever else it holds.
+    mustNotInclude: list[str] | None = None
+    # From feedback: the rated response's request id, that a person must review the case (fill mustIncludeAny,
+    # set expect), and how the response was served.
+    requestId: str | None = None
+    needsReview: bool = False
+    served: Served | None = None
+
+    @property
+    def expected(self) -> Expect:
+        if self.expect is None:
+            raise ValueError(f"case {self.id!r} has no expect: it is left for review (set expect to run it)")
+        return self.expect
 
 
 class CaseResult(msgspec.Struct, rename="camel", kw_only=True):
@@ -68,6 +101,7 @@ class CaseResult(msgspec.Struct, rename="camel", kw_only=True):
     claim_relevance: list[float]
     ms: float
     must_include_any: list[str] | None = None
+    must_not_include: list[str] | None = None
     answer_correct: bool | None = None
     # The answer the gate saw, kept in the eval record only so the threshold sweep can score correctness.
     candidate_answer: str | None = msgspec.field(default=None, name="candidate")
@@ -95,7 +129,14 @@ def load_jsonl(path: Path, kind: type[_Row]) -> list[_Row]:
 
 
 def load_cases(path: Path) -> list[Case]:
-    return load_jsonl(path, Case)
+    cases = load_jsonl(path, Case)
+    undecided = [c.id for c in cases if c.expect is None]
+    if undecided:
+        raise ValueError(
+            f"{path}: {len(undecided)} case(s) left for review have no expect yet ({', '.join(undecided[:5])}): "
+            'set "expect" to "answer", "refuse" or "block" (and fill mustIncludeAny) before running them'
+        )
+    return cases
 
 
 def answer_matches(answer: str | None, must_include_any: Sequence[str] | None) -> bool | None:
@@ -110,10 +151,17 @@ def answer_matches(answer: str | None, must_include_any: Sequence[str] | None) -
 PARTIAL = "partial"
 
 
-def answer_right(bucket: str, answer: str | None, must_include_any: Sequence[str] | None) -> bool | None:
+def answer_right(
+    bucket: str,
+    answer: str | None,
+    must_include_any: Sequence[str] | None,
+    must_not_include: Sequence[str] | None = None,
+) -> bool | None:
     """Whether an answer holds a reference answer; in the partial bucket it must also say what it leaves
     out (a sentence about the documents themselves, "the documents don't cover ..."), whichever profile
-    wrote it."""
+    wrote it. An answer that gives again one a reader said was wrong (`must_not_include`) is not right."""
+    if answer and answer_matches(answer, must_not_include):
+        return False
     right = answer_matches(answer, must_include_any)
     if right and bucket == PARTIAL:
         return any(is_meta_claim(s) for s in T.split_sentences(answer or ""))
@@ -126,7 +174,7 @@ def to_result(case: Case, response: AskResponse, candidate: str | None) -> CaseR
         id=case.id,
         bucket=case.bucket,
         question=case.question,
-        expect=case.expect,
+        expect=case.expected,
         status=response.status,
         reason=response.reason,
         answer=response.answer,
@@ -139,8 +187,11 @@ def to_result(case: Case, response: AskResponse, candidate: str | None) -> CaseR
         claim_relevance=[c.relevance for c in g.claims],
         ms=response.total_ms,
         must_include_any=case.mustIncludeAny,
+        must_not_include=case.mustNotInclude,
         answer_correct=(
-            answer_right(case.bucket, response.answer, case.mustIncludeAny) if case.expect == "answer" else None
+            answer_right(case.bucket, response.answer, case.mustIncludeAny, case.mustNotInclude)
+            if case.expect == "answer"
+            else None
         ),
         candidate_answer=candidate,
     )
@@ -206,9 +257,10 @@ def score(results: Sequence[CaseResult]) -> Score:
     should_answer = [r for r in results if r.expect == "answer"]
     should_not = [r for r in results if r.expect != "answer"]
     answered = [r for r in should_answer if r.status == "answered"]
-    with_key = [r for r in answered if r.must_include_any]
+    # A case with only an answer it must not give scores when it gives it (answer_correct False).
+    with_key = [r for r in answered if r.must_include_any or r.answer_correct is False]
     ms = sorted(r.ms for r in results) or [0.0]
-    keyed_all = [r for r in should_answer if r.must_include_any]
+    keyed_all = [r for r in should_answer if r.must_include_any or r.answer_correct is False]
     return Score(
         n=len(results),
         accuracy=sum(r.correct for r in results) / max(len(results), 1),
@@ -251,7 +303,11 @@ def rescore(results: Sequence[CaseResult], rules: GateSettings, threshold: float
                 r,
                 status="answered" if passed else "refused",
                 answer=answer,
-                answer_correct=answer_right(r.bucket, answer, r.must_include_any) if r.expect == "answer" else None,
+                answer_correct=(
+                    answer_right(r.bucket, answer, r.must_include_any, r.must_not_include)
+                    if r.expect == "answer"
+                    else None
+                ),
             )
         )
     return out
@@ -412,7 +468,11 @@ def render_report(
 def json_record(r: CaseResult) -> dict[str, Any]:
     """One case as `--json` writes it: its fields, and whether the candidate held a reference answer (what a
     failure analysis needs: a refused right answer is the verifier's, a wrong one the reader's)."""
-    right = answer_right(r.bucket, r.candidate_answer, r.must_include_any) if r.expect == "answer" else None
+    right = (
+        answer_right(r.bucket, r.candidate_answer, r.must_include_any, r.must_not_include)
+        if r.expect == "answer"
+        else None
+    )
     record: dict[str, Any] = msgspec.to_builtins(r)
     return record | {"candidateRight": right}
 

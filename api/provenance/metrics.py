@@ -8,7 +8,9 @@ Counted where it happens, once:
 - the admission queue's running and waiting, whenever they change (the observer);
 - `overloaded` answers and database unavailability, where they become 503s (provenance.http.exceptions;
   /healthz's "database down" too);
-- every HTTP response by route template and status (`count_response`, a before_send hook).
+- every HTTP response by route template and status (`count_response`, a before_send hook);
+- readers' verdicts by the rated response's status, verdict and kind, where POST /feedback keeps them
+  (provenance.feedback.desk).
 
 Spend today and the budget are not counted at all: each scrape reads them from the database ledger, which
 is the truth whichever worker paid (`scrape`).
@@ -83,6 +85,13 @@ MODEL_CALLS = Counter("provenance_model_calls", "Paid model calls made, by call"
 MODEL_ERRORS = Counter(
     "provenance_model_errors", "Model errors that ended a request as model_error, by call and kind", ["call", "kind"]
 )
+FEEDBACK = Counter(
+    "provenance_feedback",
+    "Readers' verdicts (POST /feedback) by the status of the response rated (answered, refused), verdict "
+    "(right, wrong) and kind (wrong_answer, should_have_answered, other; none for right); a changed verdict "
+    "is counted again under its new one",
+    ["status", "verdict", "kind"],
+)
 DATABASE_UNAVAILABLE = Counter(
     "provenance_database_unavailable",
     "Database outages met: 503 database_unavailable answers (source=request) and /healthz finding it down",
@@ -106,6 +115,20 @@ _ASK_SECONDS = _children(ASK_SECONDS, ("false",), ("true",))
 _STAGES = {name: STAGE_SECONDS.labels(name) for name in Stages.__struct_fields__}
 _CACHE = _children(CACHE_LOOKUPS, ("hit",), ("miss",))
 _HTTP: dict[tuple[str, int], Any] = {}
+_FEEDBACK = _children(
+    FEEDBACK,
+    *(
+        (status, verdict, kind)
+        for status in ("answered", "refused")
+        for verdict, kind in (
+            ("right", "none"),
+            ("wrong", "none"),
+            ("wrong", "wrong_answer"),
+            ("wrong", "should_have_answered"),
+            ("wrong", "other"),
+        )
+    ),
+)
 OVERLOADED.inc(0)
 for _source in ("request", "healthz"):
     DATABASE_UNAVAILABLE.labels(_source)
@@ -155,6 +178,11 @@ def model_call(call: str) -> None:
 
 def overloaded() -> None:
     OVERLOADED.inc()
+
+
+def feedback_given(status: str, verdict: str, kind: str | None) -> None:
+    key = (status, verdict, kind or "none")
+    (_FEEDBACK.get(key) or FEEDBACK.labels(*key)).inc()
 
 
 def database_unavailable(source: str) -> None:

@@ -453,3 +453,5 @@ class PublicConfig(Wire):
     model: str = ""
     # The reading judge, as /healthz names it.
     judge: JudgeInfo | None = None
+    # Whether the page asks "Was this right?" under each answer and refusal (POST /feedback).
+    feedback: bool = False

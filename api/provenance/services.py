@@ -11,6 +11,8 @@ import msgspec
 
 from provenance.db import create_pool, migrate, resolve_database_url
 from provenance.embedder import BatchingEmbedder, Embedder, get_embedder
+from provenance.feedback.desk import FeedbackDesk
+from provenance.feedback.responses import ResponseLog, served_settings
 from provenance.guards.base import Guards
 from provenance.metrics import PrometheusObserver
 from provenance.pipeline import Pipeline
@@ -32,8 +34,13 @@ class Services:
     profile: Profile
     pipeline: Pipeline
     warmup_task: asyncio.Task[None] | None = field(default=None, repr=False)
+    # Readers' verdicts and the responses they rate; None with FEEDBACK_ENABLED=false.
+    feedback: FeedbackDesk | None = None
 
     async def close(self) -> None:
+        if self.feedback is not None:
+            # What waits to be written, written: those responses can still be rated after a restart.
+            await self.feedback.responses.aclose()
         # The guards hold an HTTP client (Turnstile) that must close before the loop does.
         await self.pipeline.guards.aclose()
         if self.profile.judge is not None:
@@ -94,6 +101,14 @@ def build_guards(settings: Settings, store: GuardStore) -> Guards:
     return PostgresGuards(settings, store)
 
 
+def build_feedback(pipeline: Pipeline, store: Store) -> FeedbackDesk | None:
+    settings = pipeline.settings
+    if not settings.feedback.enabled:
+        return None
+    served = served_settings(settings, pipeline.profile.name, pipeline.profile.cache_tag)
+    return FeedbackDesk(settings, store, pipeline.guards, ResponseLog(store, settings, served))
+
+
 async def build_services(
     settings: Settings,
     *,
@@ -112,7 +127,7 @@ async def build_services(
     observer = PrometheusObserver(settings) if settings.metrics.enabled else None
     pipeline = Pipeline(settings, store, embedder, profile, guards(settings, store) if with_guards else None, observer)
     await pipeline.refresh_corpus()
-    services = Services(settings, pool, store, embedder, profile, pipeline)
+    services = Services(settings, pool, store, embedder, profile, pipeline, feedback=build_feedback(pipeline, store))
     if profile.warmup is not None and warm:
         # In the background: start-up stays fast, and the first questions find their sentences ready.
         texts = await store.passage_texts(WARMUP_PASSAGES)

@@ -119,6 +119,20 @@ class MetricsSettings(msgspec.Struct, frozen=True, kw_only=True):
     token: str | None = None
 
 
+class FeedbackSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """Readers' "Was this right?" (POST /feedback): how long an answer can be rated, how often a client may
+    rate, and the key that tells clients apart without keeping their addresses."""
+
+    enabled: bool = True
+    # Longer than the answer cache's TTL: an answer is rated when it is read, not when it was first computed.
+    window_s: int = 7 * 86_400
+    rate_limit_per_hour: int = 30
+    # HMAC key for client identities; unset, one is made once and kept in the database (feedback_secret).
+    hmac_key: str | None = None
+    # How long served responses wait in memory before one batched write keeps them all.
+    flush_ms: float = 500.0
+
+
 class AnthropicSettings(msgspec.Struct, frozen=True, kw_only=True):
     api_key: str | None = None
     base_url: str | None = None
@@ -198,6 +212,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     gate: GateSettings = msgspec.field(default_factory=GateSettings)
     guards: GuardSettings = msgspec.field(default_factory=GuardSettings)
     metrics: MetricsSettings = msgspec.field(default_factory=MetricsSettings)
+    feedback: FeedbackSettings = msgspec.field(default_factory=FeedbackSettings)
     anthropic: AnthropicSettings = msgspec.field(default_factory=AnthropicSettings)
     openai: OpenAISettings = msgspec.field(default_factory=OpenAISettings)
     judge: JudgeSettings = msgspec.field(default_factory=JudgeSettings)
@@ -285,6 +300,11 @@ VARIABLES: dict[str, tuple[str | None, str]] = {
     "DAILY_BUDGET_USD": ("guards", "daily_budget_usd"),
     "METRICS_ENABLED": ("metrics", "enabled"),
     "METRICS_TOKEN": ("metrics", "token"),
+    "FEEDBACK_ENABLED": ("feedback", "enabled"),
+    "FEEDBACK_WINDOW_S": ("feedback", "window_s"),
+    "FEEDBACK_RATE_LIMIT_PER_HOUR": ("feedback", "rate_limit_per_hour"),
+    "FEEDBACK_HMAC_KEY": ("feedback", "hmac_key"),
+    "FEEDBACK_FLUSH_MS": ("feedback", "flush_ms"),
     "ANTHROPIC_API_KEY": ("anthropic", "api_key"),
     "ANTHROPIC_BASE_URL": ("anthropic", "base_url"),
     "ANTHROPIC_MODEL": ("anthropic", "model"),
@@ -434,6 +454,7 @@ def _validate(s: Settings) -> None:
         (s.judge.threads >= 1, "JUDGE_THREADS must be at least 1"),
         (s.judge.ctx >= 512, "JUDGE_CTX must be at least 512"),
     ]
+    checks += _feedback_checks(s.feedback)
     for ok, message in checks:
         if not ok:
             raise SettingsError(message)
@@ -465,3 +486,18 @@ def _validate(s: Settings) -> None:
             ipaddress.ip_network(proxy, strict=False)
         except ValueError:
             raise SettingsError(f"TRUSTED_PROXIES has an invalid address or network: {proxy!r}") from None
+
+
+FEEDBACK_HMAC_KEY_MIN_CHARS = 16
+
+
+def _feedback_checks(f: FeedbackSettings) -> list[tuple[bool, str]]:
+    return [
+        (f.window_s > 0, "FEEDBACK_WINDOW_S must be positive"),
+        (f.rate_limit_per_hour >= 0, "FEEDBACK_RATE_LIMIT_PER_HOUR must not be negative"),
+        (0 < f.flush_ms <= 60_000, "FEEDBACK_FLUSH_MS must be within (0, 60000]"),
+        (
+            f.hmac_key is None or len(f.hmac_key) >= FEEDBACK_HMAC_KEY_MIN_CHARS,
+            f"FEEDBACK_HMAC_KEY must be at least {FEEDBACK_HMAC_KEY_MIN_CHARS} characters",
+        ),
+    ]

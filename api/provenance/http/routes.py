@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import Coroutine
 from typing import Any
 
 from litestar import Request, Response, get, post
@@ -187,6 +186,7 @@ async def public_config(services: NamedDependency[Services]) -> PublicConfig:
         turnstile_site_key=services.settings.guards.turnstile_site_key,
         max_question_chars=services.settings.server.max_question_chars,
         judge=judge_info(services),
+        feedback=services.feedback is not None,
     )
 
 
@@ -228,8 +228,8 @@ async def ask(
     question = data.question.strip()
     request_id: str = request.scope.get("state", {}).get("request_id") or uuid.uuid4().hex
 
-    def run(on_stage: OnStage | None = None) -> Coroutine[Any, Any, Outcome]:
-        return services.pipeline.ask(
+    async def run(on_stage: OnStage | None = None) -> Outcome:
+        outcome = await services.pipeline.ask(
             question,
             request_id=request_id,
             turnstile_token=data.turnstile_token,
@@ -238,6 +238,10 @@ async def ask(
             corpus=data.corpus,
             on_stage=on_stage,
         )
+        if services.feedback is not None:
+            # Kept so that a reader can rate it (POST /feedback): a list append here, written in batches.
+            services.feedback.responses.keep(outcome.response)
+        return outcome
 
     if wants_stream(request):
         return await stream_ask(run, request_id, request.url.path)

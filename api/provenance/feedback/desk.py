@@ -1,0 +1,93 @@
+"""POST /feedback's work: the bot check /ask has, a rate limit of its own, who the client is (an HMAC, never
+the address), and the verdict kept against the response it rates."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import secrets
+from collections.abc import Mapping
+
+from provenance import metrics
+from provenance.errors import ServiceError, UnknownRequest
+from provenance.feedback.responses import ResponseLog
+from provenance.feedback.wire import FeedbackReceipt, FeedbackRequest, WrongVerdict
+from provenance.guards.base import Guards
+from provenance.guards.ratelimit import human_duration, rate_limit_key
+from provenance.settings import Settings
+from provenance.store import Store
+
+
+def _days(seconds: int) -> str:
+    hours = math.ceil(seconds / 3600)
+    if hours < 48:
+        return f"{hours} hours"
+    return f"{math.ceil(seconds / 86_400)} days"
+
+
+class FeedbackDesk:
+    def __init__(self, settings: Settings, store: Store, guards: Guards, responses: ResponseLog) -> None:
+        self.settings = settings.feedback
+        self.store = store
+        self.guards = guards
+        self.responses = responses
+        self._key: bytes | None = settings.feedback.hmac_key.encode() if settings.feedback.hmac_key else None
+
+    async def client_hash(self, client_key: str) -> str:
+        """The client as the feedback table knows it. IPv6 addresses count per /64, as the rate limit does:
+        one subscriber, one client."""
+        if self._key is None:
+            self._key = await self.store.feedback_secret(secrets.token_bytes(32))
+        identity, _ = rate_limit_key(client_key)
+        return hmac.new(self._key, identity.encode(), hashlib.sha256).hexdigest()[:32]
+
+    async def submit(
+        self, verdict: FeedbackRequest, *, peer_ip: str | None, headers: Mapping[str, str]
+    ) -> FeedbackReceipt:
+        client_ip = self.guards.client_ip(peer_ip, headers)
+        bot = await self.guards.bot_check(verdict.turnstile_token, headers.get("authorization"), client_ip)
+        if bot.stage.status == "blocked":
+            if bot.unauthorized:
+                raise ServiceError(
+                    401,
+                    "invalid_api_key",
+                    bot.stage.detail or "unknown or revoked API key",
+                    {"WWW-Authenticate": 'Bearer error="invalid_token"'},
+                )
+            raise ServiceError(403, "bot_check_failed", f"the bot check failed: {bot.stage.detail or 'no token'}")
+        client = await self.client_hash(bot.client_key or client_ip)
+        await self._count(client)
+        # This worker's responses written now, so one rated at once is found (another worker's are written
+        # within FEEDBACK_FLUSH_MS: the page asks again after a 404).
+        await self.responses.flush()
+        kind = verdict.kind if isinstance(verdict, WrongVerdict) else None
+        note = verdict.note or ""
+        rated = await self.store.rate(verdict.request_id, client, verdict.verdict, kind, note, self.settings.window_s)
+        if rated is None:
+            window_s = self.settings.window_s
+            raise UnknownRequest(verdict.request_id, human_duration(window_s) if window_s < 3600 else _days(window_s))
+        metrics.feedback_given(rated.status, verdict.verdict, kind)
+        return FeedbackReceipt(
+            request_id=verdict.request_id,
+            verdict=verdict.verdict,
+            kind=kind,
+            note=note,
+            replaced=rated.replaced,
+            rated_at=rated.rated_at.isoformat(),
+        )
+
+    async def _count(self, client: str) -> None:
+        limit = self.settings.rate_limit_per_hour
+        if limit <= 0:
+            return
+        window = await self.store.rate_limit_hit(f"feedback:{client}", limit)
+        if not window.admitted:
+            retry = max(1, math.ceil(window.seconds_left))
+            raise ServiceError(
+                429,
+                "rate_limited",
+                f"the limit of {limit} ratings per hour (FEEDBACK_RATE_LIMIT_PER_HOUR) is used up; try again in "
+                f"{human_duration(retry)}",
+                {"Retry-After": str(retry)},
+            )

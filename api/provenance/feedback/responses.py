@@ -1,0 +1,133 @@
+"""The response log: every answered or refused /ask response, cached ones included, kept in
+recent_responses for FEEDBACK_WINDOW_S so that a reader can rate it.
+
+`keep` is all the request path pays: the response goes onto a list. A task of the log's own writes the list
+every FEEDBACK_FLUSH_MS in one statement (a cached answer is served in well under a millisecond, and a write
+of its own per hit would cost more than the hit). What waits in memory is lost if the process dies before the
+next write: such a response can't be rated (404 unknown_request), which is all it costs. Shutdown writes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from typing import Any
+
+import msgspec
+
+from provenance.guards.sweep import Sweeper
+from provenance.logs import get_logger
+from provenance.models import AskResponse
+from provenance.settings import Settings
+from provenance.store import FeedbackStore, KeptResponse
+
+log = get_logger("provenance.feedback")
+
+# Enough for minutes of cached traffic while the database is away; beyond it the oldest go unkept.
+MAX_PENDING = 50_000
+CLEANUP_EVERY_S = 600.0
+
+_encoder = msgspec.json.Encoder()
+
+
+def served_settings(settings: Settings, profile: str, cache_tag: str = "") -> dict[str, Any]:
+    """What an answer depended on besides its corpus, by the variables' names (README), so that an exported
+    case can say what differed: `GATE_THRESHOLD was 0.6, is 0.7`."""
+    return {
+        "PROFILE": profile,
+        "MODEL": settings.profile_model,
+        "LOCAL_MODELS": settings.local_models,
+        "EMBED_MODEL": settings.embedding.model,
+        "RETRIEVAL_K": settings.retrieval.k,
+        "RETRIEVAL_MODE": settings.retrieval.mode,
+        "GATE_THRESHOLD": settings.gate.threshold,
+        "GATE_MIN_CLAIM": settings.gate.min_claim,
+        "GATE_RELEVANCE": settings.gate.relevance,
+        "GATE_RELEVANCE_UNCERTAIN": settings.gate.relevance_uncertain,
+        # The profile's models by their own tag: not a variable, so only compared where both have one.
+        "cacheTag": cache_tag,
+    }
+
+
+class ResponseLog:
+    def __init__(self, store: FeedbackStore, settings: Settings, served: dict[str, Any]) -> None:
+        self.store = store
+        self.window_s = settings.feedback.window_s
+        self.flush_s = settings.feedback.flush_ms / 1000
+        self._settings_json = _encoder.encode(served).decode()
+        self._pending: list[tuple[AskResponse, float]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._dropped = 0
+        self._sweeper = Sweeper(
+            "recent responses", CLEANUP_EVERY_S, lambda: store.recent_responses_cleanup(self.window_s)
+        )
+
+    def keep(self, response: AskResponse) -> None:
+        """Called once per response, in the request's task; never waits. A blocked request is not rated."""
+        if response.status == "blocked":
+            return
+        self._pending.append((response, time.time()))
+        if len(self._pending) > MAX_PENDING:
+            self._trim()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="response-log")
+
+    def _trim(self) -> None:
+        over = len(self._pending) - MAX_PENDING
+        if over > 0:
+            del self._pending[:over]
+            self._dropped += over
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.flush_s)
+            await self.flush()
+
+    async def flush(self) -> int:
+        """Write what waits, now; a failed write keeps it for the next (up to MAX_PENDING)."""
+        if not self._pending:
+            return 0
+        batch, self._pending = self._pending, []
+        rows = [_row(response, at, self._settings_json) for response, at in batch]
+        try:
+            kept = await self.store.keep_responses(rows)
+        except BaseException as exc:
+            # Kept for the next write, the oldest first; a cancelled write (shutdown) too, for aclose's.
+            self._pending[:0] = batch
+            self._trim()
+            if not isinstance(exc, Exception):
+                raise
+            log.warning("could not keep served responses; retrying", error=repr(exc), responses=len(rows))
+            return 0
+        if self._dropped:
+            log.warning("served responses not kept: too many waited for the database", dropped=self._dropped)
+            self._dropped = 0
+        await self._sweeper.maybe_run()
+        return kept
+
+    async def aclose(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await self.flush()
+
+
+def _row(response: AskResponse, at: float, settings_json: str) -> KeptResponse:
+    return KeptResponse(
+        request_id=response.request_id,
+        question=response.question,
+        corpus=response.corpus,
+        corpus_version=response.corpus_version,
+        status=response.status,
+        reason=response.reason,
+        cached=response.cached,
+        settings_json=settings_json,
+        response_json=_encoder.encode(response).decode(),
+        served_at=dt.datetime.fromtimestamp(at, dt.UTC),
+    )
