@@ -376,6 +376,7 @@ class Pipeline:
                 screening = asyncio.create_task(screen_classifier(question, self.profile.screener, []))
                 try:
                     retrieval: RetrievalOutcome = await retrieval_task
+                    await self._stored_sentences(run.corpus, retrieval.passages)
                     held = quarantine(retrieval.passages)
                     _record_passages(run, retrieval, held)
                     screened = await screening
@@ -384,6 +385,7 @@ class Pipeline:
                         screening.cancel()
             else:
                 retrieval = await retrieval_task
+                await self._stored_sentences(run.corpus, retrieval.passages)
                 held = quarantine(retrieval.passages)
                 _record_passages(run, retrieval, held)
                 screened = await screen_classifier(question, self.profile.screener, held.passages)
@@ -397,6 +399,16 @@ class Pipeline:
         if screened.blocked:
             return run.finish("blocked", screened.stage.reason or "injection")
         return held.passages
+
+    async def _stored_sentences(self, corpus: str, passages: Sequence[ScoredPassage]) -> None:
+        """Hand the profile the vectors ingest stored for the retrieved passages' sentences (one query), so
+        the verifier embeds none of them: on the request path only the question, and what a generated
+        answer words its own way, are embedded."""
+        if self.profile.sentence_vectors is None or not passages:
+            return
+        texts = {p.id: p.text for p in passages}
+        rows = await self.store.sentence_vectors(corpus, list(texts), T.SEGMENTER_VERSION, self.embedder.model_name)
+        self.profile.sentence_vectors((texts[pid][start:end], vector) for pid, start, end, vector in rows)
 
     async def _verify(self, run: _Run, answer: str, passages: Sequence[ScoredPassage], usages: list[Usage]) -> Outcome:
         """9-12. Claims, entailment, the lexical sanity check and the gate; the answer with citations derived

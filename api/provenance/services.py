@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import asyncpg
 
@@ -19,8 +18,6 @@ from provenance.settings import Settings
 from provenance.store import GuardStore, Store
 from provenance.verifiers import build_verifier
 
-WARMUP_PASSAGES = 2_000
-
 
 @dataclass
 class Services:
@@ -30,14 +27,10 @@ class Services:
     embedder: Embedder
     profile: Profile
     pipeline: Pipeline
-    warmup_task: asyncio.Task[None] | None = field(default=None, repr=False)
 
     async def close(self) -> None:
         # The guards hold an HTTP client (Turnstile) that must close before the loop does.
         await self.pipeline.guards.aclose()
-        if self.warmup_task is not None and not self.warmup_task.done():
-            # The thread can't be interrupted; waiting keeps it from embedding into a closing process.
-            await asyncio.wait([self.warmup_task], timeout=30)
         await self.pool.close()
 
 
@@ -75,11 +68,13 @@ async def build_services(
     settings: Settings,
     *,
     with_guards: bool = True,
-    warm: bool = True,
     guards: Callable[[Settings, GuardStore], Guards] = build_guards,
 ) -> Services:
     """`guards` builds the pipeline's guards (the service's own by default), unless `with_guards` is off:
-    then none apply, and each stage says so."""
+    then none apply, and each stage says so.
+
+    Start-up computes nothing from the corpus: the passages' sentence vectors were stored at ingest, and the
+    pipeline reads those of the passages each question retrieves."""
     dsn = resolve_database_url(settings)
     pool = await create_pool(dsn, settings)
     await migrate(pool)
@@ -89,9 +84,4 @@ async def build_services(
     observer = PrometheusObserver(settings) if settings.metrics.enabled else None
     pipeline = Pipeline(settings, store, embedder, profile, guards(settings, store) if with_guards else None, observer)
     await pipeline.refresh_corpus()
-    services = Services(settings, pool, store, embedder, profile, pipeline)
-    if profile.warmup is not None and warm:
-        # In the background: start-up stays fast, and the first questions find their sentences ready.
-        texts = await store.passage_texts(WARMUP_PASSAGES)
-        services.warmup_task = asyncio.create_task(asyncio.to_thread(profile.warmup, texts))
-    return services
+    return Services(settings, pool, store, embedder, profile, pipeline)

@@ -210,6 +210,6 @@ def build_local_profile(
         screener_reads_passages=True,
         cache_tag=local.cache_tag,
         decomposer=SentenceDecomposer(),
-        warmup=local.warmup,
+        sentence_vectors=local.sentence_vectors,
         on_corpus=local.on_corpus,
     )

@@ -9,15 +9,16 @@ and never chooses between them itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import msgspec
+import numpy as np
 
 from provenance.embedder import Embedder
 from provenance.ports import Verifier
 from provenance.settings import LocalModels
 from provenance.verifiers.features import FeatureVerifier, build_feature_verifier, build_support_judge
-from provenance.verifiers.vectors import SentenceEmbeddings, warm_sentences
+from provenance.verifiers.vectors import SentenceEmbeddings
 
 
 class LocalVerifier(msgspec.Struct, frozen=True):
@@ -26,8 +27,8 @@ class LocalVerifier(msgspec.Struct, frozen=True):
     verifier: Verifier
     # Told the corpus's passage texts whenever it is (re)loaded.
     on_corpus: Callable[[Sequence[str]], None]
-    # Embeds the passages' sentences ahead of the first questions.
-    warmup: Callable[[Sequence[str]], None]
+    # Told the stored vectors of the retrieved passages' sentences (text, vector), read from the store.
+    sentence_vectors: Callable[[Iterable[tuple[str, np.ndarray]]], None]
     # What, beside the profile, changes answers: part of the answer cache's key.
     cache_tag: str
     # The sentence-vector cache the verifier fills, for a generator that wants the same vectors.
@@ -48,7 +49,7 @@ def build_verifier(models: LocalModels, embedder: Embedder) -> LocalVerifier:
     return LocalVerifier(
         verifier=verifier,
         on_corpus=on_corpus,
-        warmup=lambda texts: warm_sentences(sentences, texts),
+        sentence_vectors=sentences.put,
         cache_tag=tag,
         sentences=sentences,
     )
