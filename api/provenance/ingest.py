@@ -24,6 +24,7 @@ from provenance.embedder import Embedder
 from provenance.errors import ConfigurationError, CorpusConflict, UnreadableDocument
 from provenance.progress import Progress
 from provenance.store import CorpusDescription, CorpusStore, Staged, StagedState
+from provenance.verifiers.vectors import vocabulary_words
 
 # A file whose first line is this marker documents the corpus rather than belonging to it (COVERAGE.md).
 IGNORE_MARKER = "<!-- provenance: ignore -->"
@@ -239,7 +240,18 @@ async def _flush(
         report.embedded += passage
         report.sentences_embedded += len(spans or ())
     await store.stage(corpus, model, T.SEGMENTER_VERSION, staged)
+    await _store_words(store, model, embedder, [passage_text(c) for c, _, spans in window.rows if spans], batch)
     window.rows.clear()
+
+
+async def _store_words(store: CorpusStore, model: str, embedder: Embedder, texts: Sequence[str], batch: int) -> None:
+    """The vectors of the words these passages use that no stored vector has yet (the verifier's soft term
+    matching reads them at start-up)."""
+    words = sorted(set().union(*(vocabulary_words(t) for t in texts))) if texts else []
+    missing = await store.missing_words(model, words) if words else []
+    if missing:
+        vectors = await asyncio.to_thread(_embed_sorted, embedder, missing, max(batch, 256))
+        await store.write_words(model, list(zip(missing, vectors, strict=True)))
 
 
 def passage_text(chunk: Chunk) -> str:
@@ -385,14 +397,16 @@ async def fill_missing_sentences(
         rows = await store.missing_sentences(segmenter, model_name, after, EMBED_WINDOW)
         if not rows:
             break
-        spans = [T.sentence_spans(text) for _, _, text in rows]
-        texts = [text[a:b] for (_, _, text), s in zip(rows, spans, strict=True) for a, b in s]
+        spans = [T.sentence_spans(text) for _, _, text, _ in rows]
+        texts = [text[a:b] for (_, _, text, _), s in zip(rows, spans, strict=True) for a, b in s]
         vectors = iter(await asyncio.to_thread(_embed_sorted, embedder, texts, batch_size))
         await store.write_sentences(
             segmenter,
             model_name,
-            [(c, pid, [(a, b, next(vectors)) for a, b in s]) for (c, pid, _), s in zip(rows, spans, strict=True)],
+            [(c, pid, [(a, b, next(vectors)) for a, b in s]) for (c, pid, _, _), s in zip(rows, spans, strict=True)],
         )
+        words_of = [f"{heading}\n{text}" for _, _, text, heading in rows]
+        await _store_words(store, model_name, embedder, words_of, batch_size)
         after = rows[-1][:2]
         done += len(rows)
         progress.advance(len(rows))

@@ -149,6 +149,9 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     # Told the vectors ingest stored for the retrieved passages' sentences, as (sentence text, vector), before
     # the verifier reads them: the local verifier's sentence cache, so nothing is embedded twice.
     sentence_vectors: Callable[[Iterable[tuple[str, np.ndarray]]], None] | None = None
+    # Told the stored word vectors (word, vector) when the corpora are (re)loaded, before `on_corpus`: the
+    # local verifier's vocabulary, read rather than embedded at start-up.
+    word_vectors: Callable[[Iterable[tuple[str, np.ndarray]]], None] | None = None
     # Told the corpus's passage texts whenever the corpus is (re)loaded; the local verifier learns its vocabulary.
     on_corpus: Callable[[Sequence[str]], None] | None = None
 

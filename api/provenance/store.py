@@ -528,13 +528,13 @@ class CorpusStore(_Pooled):
 
     async def missing_sentences(
         self, segmenter: str, model: str, after: tuple[str, str] = ("", ""), limit: int = 256
-    ) -> list[tuple[str, str, str]]:
-        """(corpus, passage id, text) of up to `limit` passages, in (corpus, id) order after `after`, whose
+    ) -> list[tuple[str, str, str, str]]:
+        """(corpus, passage id, text, heading) of up to `limit` passages, in (corpus, id) order after `after`, whose
         sentences have no `model` vectors for `segmenter`: what a database ingested before sentence vectors
         were stored needs computed once."""
         async with self._conn() as conn:
             rows = await conn.fetch(
-                "SELECT p.corpus, p.id, p.text FROM passages p"
+                "SELECT p.corpus, p.id, p.text, p.heading FROM passages p"
                 " WHERE (p.corpus, p.id) > ($1, $2) AND p.embedding_model = $4 AND NOT EXISTS ("
                 "   SELECT 1 FROM passage_sentences s WHERE s.corpus = p.corpus AND s.passage_id = p.id"
                 "   AND s.segmenter = $3 AND s.embedding_model = $4 AND s.embedding IS NOT NULL)"
@@ -545,7 +545,7 @@ class CorpusStore(_Pooled):
                 limit,
                 timeout=MAINTENANCE_TIMEOUT_S,
             )
-        return [(r["corpus"], r["id"], r["text"]) for r in rows]
+        return [(r["corpus"], r["id"], r["text"], r["heading"]) for r in rows]
 
     async def count_missing_sentences(self, segmenter: str, model: str) -> int:
         async with self._conn() as conn:
@@ -586,6 +586,39 @@ class CorpusStore(_Pooled):
                 ],
                 timeout=timeout,
             )
+
+    # --- word vectors ------------------------------------------------------------------------------------
+
+    async def missing_words(self, model: str, words: Sequence[str]) -> list[str]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT w FROM unnest($2::text[]) AS w WHERE NOT EXISTS"
+                " (SELECT 1 FROM word_vectors v WHERE v.embedding_model = $1 AND v.word = w)",
+                model,
+                list(words),
+                timeout=MAINTENANCE_TIMEOUT_S,
+            )
+        return [r["w"] for r in rows]
+
+    async def write_words(self, model: str, vectors: Sequence[tuple[str, np.ndarray]]) -> None:
+        async with self._conn() as conn:
+            await conn.executemany(
+                "INSERT INTO word_vectors (embedding_model, word, embedding) VALUES ($1, $2, $3)"
+                " ON CONFLICT DO NOTHING",
+                [(model, w, v) for w, v in vectors],
+                timeout=MAINTENANCE_TIMEOUT_S,
+            )
+
+    async def word_vectors(self, model: str, limit: int) -> list[tuple[str, np.ndarray]]:
+        """Up to `limit` stored word vectors of `model`: what start-up reads instead of embedding them."""
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT word, embedding FROM word_vectors WHERE embedding_model = $1 LIMIT $2",
+                model,
+                limit,
+                timeout=MAINTENANCE_TIMEOUT_S,
+            )
+        return [(r["word"], r["embedding"].to_numpy()) for r in rows]
 
     # --- managing corpora ----------------------------------------------------------------------------
 

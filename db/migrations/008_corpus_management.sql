@@ -42,3 +42,13 @@ CREATE TABLE staged_sentences (
     PRIMARY KEY (corpus, passage_id, segmenter, ordinal),
     FOREIGN KEY (corpus, passage_id) REFERENCES staged_passages (corpus, id) ON DELETE CASCADE
 );
+
+-- Vectors of single words, for the verifier's soft term matching ("age" answers "how old"): computed at
+-- ingest for the words the passages use, and read at start-up instead of embedding the corpus's vocabulary
+-- again. A word's vector depends on the model alone, so the table is shared by every corpus.
+CREATE TABLE word_vectors (
+    embedding_model text NOT NULL,
+    word            text NOT NULL,
+    embedding       vector(384) NOT NULL,
+    PRIMARY KEY (embedding_model, word)
+);

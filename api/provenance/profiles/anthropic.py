@@ -293,6 +293,7 @@ def build_anthropic_profile(
         # The local verifier runs after the combined model call, on the critical path: the passages' sentence
         # vectors come from the store (computed at ingest), never embedded then.
         sentence_vectors=local.sentence_vectors,
+        word_vectors=local.word_vectors,
         # Claims and the model's verdicts in one call: three sequential round trips per answer.
         decompose_and_verify=models.decompose_and_verify,
     )

@@ -211,5 +211,6 @@ def build_local_profile(
         cache_tag=local.cache_tag,
         decomposer=SentenceDecomposer(),
         sentence_vectors=local.sentence_vectors,
+        word_vectors=local.word_vectors,
         on_corpus=local.on_corpus,
     )

@@ -321,5 +321,6 @@ def build_openai_profile(
         # Another server may serve another model under the same name: both are part of the cache key.
         cache_tag="|".join(t for t in (server, models.generator.model, local.cache_tag) if t),
         sentence_vectors=local.sentence_vectors,
+        word_vectors=local.word_vectors,
         decompose_and_verify=models.decompose_and_verify,
     )

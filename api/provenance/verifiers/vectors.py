@@ -95,6 +95,14 @@ def soft_match(similarity: float) -> float:
     return min(1.0, max(0.0, (similarity - SOFT_MATCH_FLOOR) / (SOFT_MATCH_FULL - SOFT_MATCH_FLOOR)))
 
 
+def vocabulary_words(text: str) -> set[str]:
+    """Every surface form `surface_terms` may give for text or any part of it: the words whose vectors
+    ingest stores, so the verifier reads them rather than embeds them."""
+    return {
+        w for w in T.words(text) if w not in T.STOPWORDS and w not in T.QUESTION_WORDS and (len(w) >= 2 or w.isdigit())
+    }
+
+
 def surface_terms(text: str, question: bool = False) -> dict[str, str]:
     """stem -> a surface form of it, for the content words of text (numbers included)."""
     out: dict[str, str] = {}
