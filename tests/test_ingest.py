@@ -35,14 +35,15 @@ async def test_ingest_embeds_once_and_then_only_what_changed(
     counting = CountingEmbedder(embedder)
 
     first = await ingest(fresh_store, corpus, lambda: counting, embedder.model_name)
-    # Each passage once, and each of its sentences once (the verifier's vectors, stored beside it).
+    # Each passage once, each of its sentences once and each word once (the verifier's vectors, stored).
     assert first.embedded == first.passages > 20
     assert first.sentences_embedded > first.passages
-    assert counting.embedded == first.passages + first.sentences_embedded
+    embedded = first.passages + first.sentences_embedded + first.words_embedded
+    assert counting.embedded == embedded
     version_1 = first.version
 
     second = await ingest(fresh_store, corpus, lambda: counting, embedder.model_name)
-    assert second.unchanged and counting.embedded == first.passages + first.sentences_embedded  # nothing again
+    assert second.unchanged and counting.embedded == embedded  # nothing embedded again
 
     target = corpus / "05-storage-and-lockers.md"
     target.write_text(target.read_text().replace("$14 per month", "$15 per month"))
@@ -52,7 +53,7 @@ async def test_ingest_embeds_once_and_then_only_what_changed(
     assert third.embedded == 1  # only the edited section's passage, and its sentences
     assert 1 <= third.sentences_embedded < 20
     assert third.version != version_1
-    assert counting.embedded == before + 1 + third.sentences_embedded
+    assert counting.embedded == before + 1 + third.sentences_embedded + third.words_embedded
     assert edited_file_passages >= 2
 
     (corpus / "08-contacts-and-governance.md").unlink()

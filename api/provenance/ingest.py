@@ -46,6 +46,7 @@ class IngestReport:
     passages: int = 0
     embedded: int = 0
     sentences_embedded: int = 0
+    words_embedded: int = 0  # words of the passages no stored word vector had
     resumed: int = 0  # passages an interrupted run had staged, not embedded again
     deleted: int = 0
     skipped_files: list[tuple[str, str]] = field(default_factory=list)
@@ -240,11 +241,13 @@ async def _flush(
         report.embedded += passage
         report.sentences_embedded += len(spans or ())
     await store.stage(corpus, model, T.SEGMENTER_VERSION, staged)
-    await _store_words(store, model, embedder, [passage_text(c) for c, _, spans in window.rows if spans], batch)
+    report.words_embedded += await _store_words(
+        store, model, embedder, [passage_text(c) for c, _, spans in window.rows if spans], batch
+    )
     window.rows.clear()
 
 
-async def _store_words(store: CorpusStore, model: str, embedder: Embedder, texts: Sequence[str], batch: int) -> None:
+async def _store_words(store: CorpusStore, model: str, embedder: Embedder, texts: Sequence[str], batch: int) -> int:
     """The vectors of the words these passages use that no stored vector has yet (the verifier's soft term
     matching reads them at start-up)."""
     words = sorted(set().union(*(vocabulary_words(t) for t in texts))) if texts else []
@@ -252,6 +255,7 @@ async def _store_words(store: CorpusStore, model: str, embedder: Embedder, texts
     if missing:
         vectors = await asyncio.to_thread(_embed_sorted, embedder, missing, max(batch, 256))
         await store.write_words(model, list(zip(missing, vectors, strict=True)))
+    return len(missing)
 
 
 def passage_text(chunk: Chunk) -> str:
