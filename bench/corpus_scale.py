@@ -87,7 +87,7 @@ def real_ingest(env: dict[str, str], folder: Path, corpus: str) -> dict[str, Any
 
 def embedder_speed(folder: Path, n: int = 192) -> float:
     """Passages/s of the embedder alone on the corpus's own first `n` passages (heading and text, as ingest
-    embeds them, batches of 32 sorted by length): what ingest's speed is a ratio of."""
+    embeds them, batched as ingest batches them): what ingest's speed is a ratio of."""
     from provenance.chunking import chunk_blocks
     from provenance.ingest import _embed_sorted, passage_text, read_sources
     from provenance.services import load_embedder
@@ -288,7 +288,7 @@ def render(r: dict[str, Any]) -> str:
         "### Ingest",
         "",
         "`provenance ingest DIR --corpus NAME` under `/usr/bin/time -v`, each into the same database: wall "
-        "time, passages/s (and the embedder's own passages/s on that corpus's passages, batches of 32: the "
+        "time, passages/s (and the embedder's own passages/s on that corpus's passages, batched as ingest does: the "
         "ratio says what chunking, sentences, words and the store add), sentences/s, peak RSS.",
         "",
         "| corpus | passages | sentences | wall s | passages/s | embedder alone passages/s | ratio "

@@ -86,7 +86,7 @@ async def _ingest(settings: Settings, directory: Path, force: bool, corpus: str,
         report = await ingest(
             CorpusStore(pool),
             directory,
-            lambda: load_embedder(settings),
+            lambda: load_embedder(settings, for_ingest=True),
             settings.embedding.model,
             settings.ingest.chunk_max_tokens,
             settings.retrieval.hnsw_min_passages,
@@ -202,7 +202,7 @@ async def _fill_sentences(settings: Settings) -> int:
     pool = await _with_pool(settings)
     try:
         return await fill_missing_sentences(
-            CorpusStore(pool), lambda: load_embedder(settings), settings.embedding.model
+            CorpusStore(pool), lambda: load_embedder(settings, for_ingest=True), settings.embedding.model
         )
     finally:
         await pool.close()

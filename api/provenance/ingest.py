@@ -203,13 +203,30 @@ class _Window:
         return len(self.rows)
 
 
+# A batch's attention memory grows with its size times the square of its longest text: at most this many
+# texts times squared characters (32 texts of 600 characters, about 150 tokens; 8 of a 256-token passage's).
+BATCH_CELLS = 32 * 600**2
+
+
+def _batches(order: list[int], texts: list[str], batch: int) -> Iterator[list[int]]:
+    part: list[int] = []
+    for i in order:
+        longest = max(len(texts[i]), 1)
+        if part and (len(part) >= batch or (len(part) + 1) * longest**2 > BATCH_CELLS):
+            yield part
+            part = []
+        part.append(i)
+    if part:
+        yield part
+
+
 def _embed_sorted(embedder: Embedder, texts: list[str], batch: int) -> list[np.ndarray]:
-    """Vectors of `texts` in their order, embedded shortest first in batches of `batch`: a batch pads to its
-    longest text, so sorting bounds the padding (and the memory the runtime's arena grows to)."""
+    """Vectors of `texts` in their order, embedded shortest first, in batches of at most `batch` and of
+    bounded size times length squared: a batch pads to its longest text, so sorting bounds the padding, and
+    the bound keeps a batch of long passages as small in memory as one of short sentences."""
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     out: list[np.ndarray] = [np.empty(0, dtype=np.float32)] * len(texts)
-    for start in range(0, len(order), batch):
-        part = order[start : start + batch]
+    for part in _batches(order, texts, batch):
         vectors = embedder.embed_documents([texts[i] for i in part])
         for i, v in zip(part, vectors, strict=True):
             out[i] = np.asarray(v, dtype=np.float32)

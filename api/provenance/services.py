@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from provenance.db import create_pool, migrate, resolve_database_url
-from provenance.embedder import BatchingEmbedder, Embedder, get_embedder
+from provenance.embedder import BatchingEmbedder, Embedder, FastEmbedEmbedder, get_embedder
 from provenance.guards.base import Guards
 from provenance.metrics import PrometheusObserver
 from provenance.pipeline import Pipeline
@@ -34,10 +34,13 @@ class Services:
         await self.pool.close()
 
 
-def load_embedder(settings: Settings) -> Embedder:
-    inner = get_embedder(
-        settings.embedding.model, settings.data_dir, settings.embedding.threads, settings.embedding.batch_size
-    )
+def load_embedder(settings: Settings, *, for_ingest: bool = False) -> Embedder:
+    """The service's embedder (one per process); `for_ingest`, one of its own without onnxruntime's memory
+    arena, dropped when the ingest is done, so that a long ingest's memory stays bounded."""
+    e = settings.embedding
+    if for_ingest:
+        return FastEmbedEmbedder(e.model, settings.data_dir, e.threads, e.batch_size, memory_arena=False)
+    inner = get_embedder(e.model, settings.data_dir, e.threads, e.batch_size)
     if settings.embedding.batch_wait_ms <= 0:
         return inner
     return BatchingEmbedder(inner, wait_s=settings.embedding.batch_wait_ms / 1000)
