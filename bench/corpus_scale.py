@@ -280,6 +280,17 @@ def mib(n: int) -> str:
     return f"{n / 2**20:,.0f} MiB"
 
 
+def _ingest_targets(ing: dict[str, dict[str, Any]]) -> str:
+    hf, base = ing.get("18f"), ing.get("default")
+    if hf is None or base is None:
+        return "Targets: not measured in this run."
+    return (
+        f"Targets: 18F peak RSS ≤ 1.5 GB: **{mib(hf['peak_rss'])}**; less than 200 MB above corpus/'s "
+        f"({mib(base['peak_rss'])}): **{(hf['peak_rss'] - base['peak_rss']) / 2**20:+.0f} MiB**; at least 6 "
+        f"passages/s with the sentence vectors: **{hf['passages'] / hf['wall_s']:.1f}**."
+    )
+
+
 def render(r: dict[str, Any]) -> str:
     ing = {i["corpus"]: i for i in r["ingests"]}
     lines = [
@@ -302,6 +313,9 @@ def render(r: dict[str, Any]) -> str:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, label in (("default", "corpus/"), ("18f", "18F handbook (246 files)")):
+        if name not in ing:
+            lines.append(f"| {label} | (not measured in this run) |||||||||")
+            continue
         i = ing[name]
         pps = i["passages"] / i["wall_s"]
         lines.append(
@@ -310,12 +324,8 @@ def render(r: dict[str, Any]) -> str:
             f"| {i['embedder_pps']:.1f} | {pps / i['embedder_pps']:.2f} | {i['sentences'] / i['wall_s']:.0f} "
             f"| {mib(i['peak_rss'])} |"
         )
-    hf = ing["18f"]
+    lines += ["", _ingest_targets(ing), ""]
     lines += [
-        "",
-        f"Targets: 18F peak RSS ≤ 1.5 GB: **{mib(hf['peak_rss'])}**; less than 200 MB above corpus/'s "
-        f"({mib(ing['default']['peak_rss'])}): **{(hf['peak_rss'] - ing['default']['peak_rss']) / 2**20:+.0f} "
-        f"MiB**; at least 6 passages/s with the sentence vectors: **{hf['passages'] / hf['wall_s']:.1f}**. "
         "Before this change (issue 34's figures): 4.9 GB, 6 min 06 s for 2,273 passages.",
         *(["", r["ingest_note"]] if r.get("ingest_note") else []),
         "",
@@ -325,7 +335,7 @@ def render(r: dict[str, Any]) -> str:
         "| passages | staged s | switch s | whole s (HNSW build included) | passages/s | peak RSS |",
         "|---:|---:|---:|---:|---:|---:|",
     ]
-    for s in r["synthetic"]:
+    for s in r.get("synthetic", []):
         lines.append(
             f"| {s['size']:,} | {s['staged_s']:.1f} | {s['switch_s']:.1f} | {s['wall_s']:.1f} "
             f"| {s['size'] / s['wall_s']:,.0f} | {mib(s['peak_rss'])} |"
