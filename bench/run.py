@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import cached_layers, floor, ingest_formats, scaling, streaming, vector_scale
+from bench import cached_layers, corpus_scale, floor, ingest_formats, scaling, streaming, vector_scale
 from bench.common import machine, percentile, scratch_store
 from bench.server import REPO_ROOT, LoadResult, Sampler, Server, load_questions, measured_load
 from provenance.embedder import Embedder
@@ -177,9 +177,6 @@ async def anthropic_phase(report: Report, embedder: Embedder, questions: Sequenc
             fake.responder = responder
             settings = fake.settings(base, anthropic_timeout_s=30.0)
             combined = build_anthropic_profile(settings, embedder)
-            if combined.warmup is not None:
-                # What start-up does in the background: the local verifier's passage sentence vectors.
-                await asyncio.to_thread(combined.warmup, await store.passage_texts(2_000))
             label = "combined"
             pipeline = Pipeline(settings, store, embedder, combined, NoGuards())
             await pipeline.refresh_corpus()
@@ -505,8 +502,19 @@ def render(report: Report) -> str:
         "",
         (report.scaling_text or "(skipped in this run)") + "\n\nWhat this means for deployment: docs/scaling.md.",
         "",
+        _corpus_scale_section(),
+        "",
     ]
     return "\n".join(parts)
+
+
+def _corpus_scale_section() -> str:
+    """bench/corpus_scale.py's section as it last wrote it: it takes longer than this whole run, so `make
+    bench` keeps it rather than measures it."""
+    text = DOC.read_text() if DOC.exists() else ""
+    if corpus_scale.BEGIN not in text or corpus_scale.END not in text:
+        return "(Real corpora at scale: run `python -m bench.corpus_scale`.)"
+    return corpus_scale.BEGIN + text.split(corpus_scale.BEGIN, 1)[1].split(corpus_scale.END, 1)[0] + corpus_scale.END
 
 
 def main() -> int:

@@ -44,8 +44,13 @@ def test_help_is_written_for_users() -> None:
     r = provenance("--help", env=clean_env())
     assert r.returncode == 0
     assert "as issues land" not in r.stdout
-    for command in ("serve", "ingest", "keys", "db", "warm-cache", "evals"):
+    for command in ("serve", "ingest", "corpora", "keys", "db", "warm-cache", "evals"):
         assert command in r.stdout
+    from provenance.documents.read import SUFFIXES
+
+    # Every format ingest reads, named where a newcomer looks: the command list and the getting-started lines.
+    for part in r.stdout.split("getting started:"):
+        assert all(suffix in part for suffix in SUFFIXES), part
     assert "provenance serve --ingest" in r.stdout  # how to start, not only what exists
     assert "DATABASE_URL" in r.stdout
 

@@ -35,19 +35,25 @@ async def test_ingest_embeds_once_and_then_only_what_changed(
     counting = CountingEmbedder(embedder)
 
     first = await ingest(fresh_store, corpus, lambda: counting, embedder.model_name)
-    assert first.embedded == first.passages == counting.embedded > 20
+    # Each passage once, each of its sentences once and each word once (the verifier's vectors, stored).
+    assert first.embedded == first.passages > 20
+    assert first.sentences_embedded > first.passages
+    embedded = first.passages + first.sentences_embedded + first.words_embedded
+    assert counting.embedded == embedded
     version_1 = first.version
 
     second = await ingest(fresh_store, corpus, lambda: counting, embedder.model_name)
-    assert second.unchanged and counting.embedded == first.passages  # nothing re-embedded
+    assert second.unchanged and counting.embedded == embedded  # nothing embedded again
 
     target = corpus / "05-storage-and-lockers.md"
     target.write_text(target.read_text().replace("$14 per month", "$15 per month"))
     edited_file_passages = sum(1 for pid in await fresh_store.stored_hashes() if pid.startswith("05-"))
+    before = counting.embedded
     third = await ingest(fresh_store, corpus, lambda: counting, embedder.model_name)
-    assert third.embedded == 1  # only the edited section's passage
+    assert third.embedded == 1  # only the edited section's passage, and its sentences
+    assert 1 <= third.sentences_embedded < 20
     assert third.version != version_1
-    assert counting.embedded == first.passages + 1
+    assert counting.embedded == before + 1 + third.sentences_embedded + third.words_embedded
     assert edited_file_passages >= 2
 
     (corpus / "08-contacts-and-governance.md").unlink()

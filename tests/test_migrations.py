@@ -33,6 +33,10 @@ async def test_migrations_apply_in_order_once(pg_dsn: str, data_dir) -> None:  #
                 "recent_responses",
                 "feedback",
                 "feedback_secret",
+                "passage_sentences",
+                "staged_passages",
+                "staged_sentences",
+                "word_vectors",
             } <= tables
             ext = await conn.fetchval("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
             assert ext is not None

@@ -309,7 +309,7 @@ async def test_an_interrupted_ingest_leaves_the_previous_version_served(
     pg_dsn: str, data_dir: Path, embedder: Embedder, corpus_services: Services, tmp_path: Path
 ) -> None:
     settings = await corpus_copy(pg_dsn, data_dir)
-    services = await build_services(settings, with_guards=False, warm=False)
+    services = await build_services(settings, with_guards=False)
     corpus = _changed_corpus(tmp_path)
     try:
         before = await _snapshot(settings, services)

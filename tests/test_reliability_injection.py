@@ -63,7 +63,7 @@ async def poisoned_settings(
 
 
 async def test_the_local_profile_never_answers_with_the_injected_claim(poisoned_settings: Settings) -> None:
-    services = await build_services(poisoned_settings, with_guards=False, warm=False)
+    services = await build_services(poisoned_settings, with_guards=False)
     try:
         for question in QUESTIONS:
             r = (await services.pipeline.ask(question, request_id="poison-local", use_cache=False)).response
@@ -93,7 +93,7 @@ async def test_a_model_that_obeys_the_injection_is_refused(
 ) -> None:
     """The fake model is scripted to comply completely: it answers "100%" and its own entailment check
     calls that fully supported. The local verifier, which never saw the instruction, disagrees."""
-    services = await build_services(fake_anthropic.settings(poisoned_settings), with_guards=False, warm=False)
+    services = await build_services(fake_anthropic.settings(poisoned_settings), with_guards=False)
     try:
         for question in QUESTIONS:
             fake_anthropic.reply(ANSWER_TOOL, {"answer": answer, "used_passage_ids": [POISONED_SECTION]})

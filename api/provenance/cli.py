@@ -29,13 +29,23 @@ EPILOG = """\
 getting started:
   provenance serve --ingest      ingest corpus/ (when it changed) and serve http://127.0.0.1:8000
   provenance ingest DIR --corpus NAME
-                                 add your own folder of .md/.txt files beside corpus/; the page
-                                 then lets you pick it, and /ask takes {"corpus": NAME}
+                                 add your own folder of documents beside corpus/; the page
+                                 then lets you pick it, and /ask takes {{"corpus": NAME}}.
+                                 Reads {formats}
+  provenance corpora             the corpora, with their folders, sizes and versions
+  provenance corpora remove NAME remove one (asks first)
   provenance keys create NAME    an API key for a script or app that isn't a browser
 
 Settings are environment variables (DATABASE_URL, PROFILE, ANTHROPIC_API_KEY, CORPUS_DIR, PORT, ...);
 without DATABASE_URL an embedded PostgreSQL runs from .data/. The README lists them all.
 Run `provenance COMMAND --help` for a command's options."""
+
+
+def _formats() -> str:
+    """The formats ingest reads, as the help names them (from the readers themselves, so none is missed)."""
+    from provenance.documents.read import SUFFIXES
+
+    return ", ".join(SUFFIXES[:-1]) + f" and {SUFFIXES[-1]} files"
 
 
 def _settings() -> Settings:
@@ -77,7 +87,7 @@ async def _ingest(settings: Settings, directory: Path, force: bool, corpus: str,
         report = await ingest(
             CorpusStore(pool),
             directory,
-            lambda: load_embedder(settings),
+            lambda: load_embedder(settings, for_ingest=True),
             settings.embedding.model,
             settings.ingest.chunk_max_tokens,
             settings.retrieval.hnsw_min_passages,
@@ -184,6 +194,106 @@ def _usage(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], in
     return show
 
 
+async def _fill_sentences(settings: Settings) -> int:
+    """Compute, once, the sentence and word vectors a database ingested before they were stored lacks."""
+    from provenance.ingest import fill_missing_sentences
+    from provenance.services import load_embedder
+    from provenance.store import CorpusStore
+
+    pool = await _with_pool(settings)
+    try:
+        return await fill_missing_sentences(
+            CorpusStore(pool), lambda: load_embedder(settings, for_ingest=True), settings.embedding.model
+        )
+    finally:
+        await pool.close()
+
+
+def _fill_sentences_now(settings: Settings) -> None:
+    filled = asyncio.run(_fill_sentences(settings))
+    if filled:
+        print(f"computed the sentence vectors of {filled} stored passages (once; they are stored now)", flush=True)
+
+
+async def _list_corpora(settings: Settings) -> int:
+    from provenance.store import CorpusStore
+
+    pool = await _with_pool(settings)
+    try:
+        corpora = await CorpusStore(pool).corpora()
+    finally:
+        await pool.close()
+    if not corpora:
+        print("no corpora: `provenance ingest DIR --corpus NAME` adds one")
+        return 0
+    rows = [("NAME", "PASSAGES", "MODEL", "VERSION", "INGESTED", "FOLDER")] + [
+        (
+            c.name,
+            str(c.passage_count),
+            c.embedding_model,
+            c.version,
+            f"{c.ingested_at:%Y-%m-%d %H:%M}",
+            c.source_dir or "(not recorded)",
+        )
+        for c in corpora
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for r in rows:
+        print("  ".join([*(v.ljust(w) for v, w in zip(r, widths, strict=False)), r[-1]]).rstrip())
+    return 0
+
+
+async def _remove_corpus(settings: Settings, name: str, yes: bool, force: bool) -> int:
+    from provenance.store import CorpusStore
+
+    if name == DEFAULT_CORPUS and not force:
+        print(
+            f"error: {DEFAULT_CORPUS!r} is what `provenance serve --ingest` serves (and ingests again from "
+            "CORPUS_DIR); pass --force to remove it anyway",
+            file=sys.stderr,
+        )
+        return 2
+    pool = await _with_pool(settings)
+    try:
+        store = CorpusStore(pool)
+        state = await store.corpus_state(name)
+        if state is None:
+            known = ", ".join(c.name for c in await store.corpora()) or "none"
+            print(f"error: there is no corpus named {name!r} (corpora: {known})", file=sys.stderr)
+            return 1
+        if not yes:
+            folder = state.source_dir or "an unrecorded folder"
+            prompt = (
+                f"remove corpus {name} ({state.passage_count} passages from {folder}) with its sentence vectors "
+                "and cached answers? [y/N] "
+            )
+            try:
+                answer = await asyncio.to_thread(input, prompt)
+            except EOFError:
+                answer = ""
+            if answer.strip().lower() not in ("y", "yes"):
+                print("nothing removed", file=sys.stderr)
+                return 1
+        removed = await store.remove_corpus(name)
+    finally:
+        await pool.close()
+    if removed is None:  # removed by someone else meanwhile
+        print(f"error: there is no corpus named {name!r}", file=sys.stderr)
+        return 1
+    print(
+        f"removed corpus {name}: {removed.passages} passages, {removed.sentences} sentence vectors, "
+        f"{removed.cached_answers} cached answers"
+    )
+    return 0
+
+
+def cmd_corpora(args: argparse.Namespace) -> int:
+    settings = _settings()
+    if args.corpora_command == "remove":
+        return asyncio.run(_remove_corpus(settings, args.name, args.yes, args.force))
+    return asyncio.run(_list_corpora(settings))
+
+
 def cmd_keys(args: argparse.Namespace) -> int:
     if args.keys_command is None:
         result: int = args.usage(args)
@@ -196,8 +306,10 @@ def cmd_warm_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_db_migrate(args: argparse.Namespace) -> int:
-    applied = asyncio.run(_migrate(_settings()))
+    settings = _settings()
+    applied = asyncio.run(_migrate(settings))
     print("applied: " + ", ".join(applied) if applied else "database is up to date")
+    _fill_sentences_now(settings)
     return 0
 
 
@@ -254,6 +366,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(f"not ingesting {settings.ingest.corpus_dir}: {exc}", flush=True)
     else:
         asyncio.run(_migrate(settings))
+    # A database ingested before sentence vectors were stored gets them now, once, with a progress bar,
+    # rather than each worker embedding them at every start.
+    _fill_sentences_now(settings)
     print(f"serving on http://{host}:{port} (profile {settings.profile}); Ctrl-C stops", flush=True)
     uvicorn.run(
         "provenance.app:create_app",
@@ -377,7 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="provenance",
         description=DESCRIPTION,
-        epilog=EPILOG,
+        epilog=EPILOG.format(formats=_formats()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
@@ -411,7 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
     warm.add_argument("--corpus", default=None, help="only this corpus's examples (default: every corpus's)")
     warm.set_defaults(func=cmd_warm_cache)
 
-    ingest = sub.add_parser("ingest", help="chunk, embed and store a folder of .md/.txt files")
+    ingest = sub.add_parser("ingest", help=f"chunk, embed and store a folder of documents ({_formats()})")
     ingest.add_argument("dir", nargs="?", default=None, help="folder to ingest (default: CORPUS_DIR or corpus/)")
     ingest.add_argument("--force", action="store_true", help="re-embed every passage")
     ingest.add_argument(
@@ -426,6 +541,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="let DIR replace a corpus that was ingested from another folder (says what it removed)",
     )
     ingest.set_defaults(func=cmd_ingest)
+
+    corpora = sub.add_parser("corpora", help="list the corpora (folder, passages, model, version, ingest time)")
+    corpora_sub = corpora.add_subparsers(dest="corpora_command", metavar="ACTION")
+    corpora_sub.add_parser("list", help="the same as `provenance corpora`")
+    remove = corpora_sub.add_parser(
+        "remove", help="remove a corpus: its passages, their sentence vectors and its cached answers"
+    )
+    remove.add_argument("name", help="the corpus, as `provenance corpora` lists it")
+    remove.add_argument("--yes", action="store_true", help="remove without asking")
+    remove.add_argument("--force", action="store_true", help=f"needed to remove {DEFAULT_CORPUS!r}")
+    corpora.set_defaults(func=cmd_corpora)
 
     evals = sub.add_parser("evals", help="run eval cases through the pipeline and write a scorecard")
     evals.add_argument(

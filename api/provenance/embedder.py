@@ -65,7 +65,12 @@ _register_lock = threading.Lock()
 class FastEmbedEmbedder:
     """Loaded once per process; batched; thread count set explicitly (the machine has two cores)."""
 
-    def __init__(self, model_name: str, cache_root: Path, threads: int = 2, batch_size: int = 32) -> None:
+    def __init__(
+        self, model_name: str, cache_root: Path, threads: int = 2, batch_size: int = 32, memory_arena: bool = True
+    ) -> None:
+        """`memory_arena`: onnxruntime keeps what it allocated for the largest batch it has seen, for reuse.
+        Right for serving (one question's shape after another); off for ingest, whose batches of long
+        passages would otherwise hold their peak for the whole run."""
         from fastembed import TextEmbedding
 
         self.model_name = model_name
@@ -89,10 +94,13 @@ class FastEmbedEmbedder:
                 specific_model_path=str(local_model_dir(cache_root)),
                 local_files_only=True,
                 threads=threads,
+                enable_cpu_mem_arena=memory_arena,
             )
         else:
             # Hosted deployments: fastembed downloads and caches the model on first use.
-            self._model = TextEmbedding(model_name, cache_dir=str(cache_root / "fastembed"), threads=threads)
+            self._model = TextEmbedding(
+                model_name, cache_dir=str(cache_root / "fastembed"), threads=threads, enable_cpu_mem_arena=memory_arena
+            )
         self.dim = int(self.embed_query("dimension probe").shape[0])
         self._tokenizer = getattr(getattr(self._model, "model", None), "tokenizer", None)
         self._lock = threading.Lock()

@@ -58,6 +58,8 @@ log = get_logger("provenance.pipeline")
 CORPUS_CHECK_EVERY_S = 5.0
 # Enough passages to learn the vocabulary of any handbook-sized corpus without loading a huge one whole.
 CORPUS_VOCABULARY_PASSAGES = 20_000
+# The most stored word vectors read at start-up: the verifier's word cache holds 50,000.
+STORED_WORDS_READ = 50_000
 
 # Told each stage's name (a `Stages` field) and record as the record is set; called in the pipeline's own
 # task, so it must not block.
@@ -99,6 +101,8 @@ class Pipeline:
         self.corpora: dict[str, KnownCorpus] = {}
         self.corpus_check_every_s = CORPUS_CHECK_EVERY_S
         self._corpus_checked = time.monotonic()
+        # The corpora's versions when the profile last learnt their vocabulary.
+        self._vocabulary_of: dict[str, str] | None = None
 
     @property
     def settings(self) -> Settings:
@@ -119,6 +123,7 @@ class Pipeline:
         other.corpora = dict(self.corpora)
         other.corpus_check_every_s = self.corpus_check_every_s
         other._corpus_checked = self._corpus_checked
+        other._vocabulary_of = self._vocabulary_of
         return other
 
     async def notice_new_corpus(self) -> None:
@@ -134,10 +139,20 @@ class Pipeline:
 
     async def refresh_corpus(self) -> None:
         self._corpus_checked = time.monotonic()
-        if self.profile.on_corpus is not None:
-            texts = await self.store.passage_texts(CORPUS_VOCABULARY_PASSAGES)
-            await asyncio.to_thread(self.profile.on_corpus, texts)
-        self.corpora = {c.name: KnownCorpus(c.embedding_model, c.version) for c in await self.store.corpora()}
+        corpora = await self.store.corpora()
+        versions = {c.name: c.version for c in corpora}
+        # The profile learns the corpora's vocabulary only when they changed, not on every fresh look (a
+        # question naming a corpus that doesn't exist takes one).
+        if versions != self._vocabulary_of:
+            if self.profile.word_vectors is not None:
+                # Stored at ingest: the vocabulary's vectors are read, not embedded again at every start.
+                words = await self.store.word_vectors(self.embedder.model_name, STORED_WORDS_READ)
+                self.profile.word_vectors(words)
+            if self.profile.on_corpus is not None:
+                texts = await self.store.passage_texts(CORPUS_VOCABULARY_PASSAGES)
+                await asyncio.to_thread(self.profile.on_corpus, texts)
+            self._vocabulary_of = versions
+        self.corpora = {c.name: KnownCorpus(c.embedding_model, c.version) for c in corpora}
 
     @property
     def default_corpus(self) -> str:
@@ -378,6 +393,7 @@ class Pipeline:
                 screening = asyncio.create_task(screen_classifier(question, self.profile.screener, []))
                 try:
                     retrieval: RetrievalOutcome = await retrieval_task
+                    await self._stored_sentences(run.corpus, retrieval.passages)
                     held = quarantine(retrieval.passages)
                     _record_passages(run, retrieval, held)
                     screened = await screening
@@ -386,6 +402,7 @@ class Pipeline:
                         screening.cancel()
             else:
                 retrieval = await retrieval_task
+                await self._stored_sentences(run.corpus, retrieval.passages)
                 held = quarantine(retrieval.passages)
                 _record_passages(run, retrieval, held)
                 screened = await screen_classifier(question, self.profile.screener, held.passages)
@@ -399,6 +416,16 @@ class Pipeline:
         if screened.blocked:
             return run.finish("blocked", screened.stage.reason or "injection")
         return held.passages
+
+    async def _stored_sentences(self, corpus: str, passages: Sequence[ScoredPassage]) -> None:
+        """Hand the profile the vectors ingest stored for the retrieved passages' sentences (one query), so
+        the verifier embeds none of them: on the request path only the question, and what a generated
+        answer words its own way, are embedded."""
+        if self.profile.sentence_vectors is None or not passages:
+            return
+        texts = {p.id: p.text for p in passages}
+        rows = await self.store.sentence_vectors(corpus, list(texts), T.SEGMENTER_VERSION, self.embedder.model_name)
+        self.profile.sentence_vectors((texts[pid][start:end], vector) for pid, start, end, vector in rows)
 
     async def _verify(self, run: _Run, answer: str, passages: Sequence[ScoredPassage], usages: list[Usage]) -> Outcome:
         """9-12. Claims, entailment, the lexical sanity check and the gate; the answer with citations derived

@@ -3,10 +3,11 @@ profile supplies real implementations."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
 import msgspec
+import numpy as np
 
 from provenance.models import EvidenceSpan, JudgeRecord
 from provenance.passages import ScoredPassage
@@ -205,8 +206,12 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     # claims with the model's own entailment verdicts, which then count beside `verifier`'s.
     decomposer: Decomposer | None = None
     decompose_and_verify: DecomposeAndVerify | None = None
-    # Precomputes per-passage state (sentence vectors) so first questions don't pay for it.
-    warmup: Callable[[Sequence[str]], None] | None = None
+    # Told the vectors ingest stored for the retrieved passages' sentences, as (sentence text, vector), before
+    # the verifier reads them: the local verifier's sentence cache, so nothing is embedded twice.
+    sentence_vectors: Callable[[Iterable[tuple[str, np.ndarray]]], None] | None = None
+    # Told the stored word vectors (word, vector) when the corpora are (re)loaded, before `on_corpus`: the
+    # local verifier's vocabulary, read rather than embedded at start-up.
+    word_vectors: Callable[[Iterable[tuple[str, np.ndarray]]], None] | None = None
     # Told the corpus's passage texts whenever the corpus is (re)loaded; the local verifier learns its vocabulary.
     on_corpus: Callable[[Sequence[str]], None] | None = None
     # The reading judge (JUDGE), when one judges this profile's claims: what /healthz names, and what the

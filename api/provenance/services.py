@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import asyncpg
 import msgspec
 
 from provenance.db import create_pool, migrate, resolve_database_url
-from provenance.embedder import BatchingEmbedder, Embedder, get_embedder
+from provenance.embedder import BatchingEmbedder, Embedder, FastEmbedEmbedder, get_embedder
 from provenance.feedback.desk import FeedbackDesk
 from provenance.feedback.responses import ResponseLog, served_settings
 from provenance.guards.base import Guards
@@ -22,8 +22,6 @@ from provenance.settings import Settings
 from provenance.store import GuardStore, Store
 from provenance.verifiers import LocalVerifier, build_verifier
 
-WARMUP_PASSAGES = 2_000
-
 
 @dataclass
 class Services:
@@ -33,7 +31,6 @@ class Services:
     embedder: Embedder
     profile: Profile
     pipeline: Pipeline
-    warmup_task: asyncio.Task[None] | None = field(default=None, repr=False)
     # Readers' verdicts and the responses they rate; None with FEEDBACK_ENABLED=false.
     feedback: FeedbackDesk | None = None
 
@@ -46,16 +43,16 @@ class Services:
         if self.profile.judge is not None:
             # Its model server is a child process: it goes with the service.
             await asyncio.to_thread(self.profile.judge.close)
-        if self.warmup_task is not None and not self.warmup_task.done():
-            # The thread can't be interrupted; waiting keeps it from embedding into a closing process.
-            await asyncio.wait([self.warmup_task], timeout=30)
         await self.pool.close()
 
 
-def load_embedder(settings: Settings) -> Embedder:
-    inner = get_embedder(
-        settings.embedding.model, settings.data_dir, settings.embedding.threads, settings.embedding.batch_size
-    )
+def load_embedder(settings: Settings, *, for_ingest: bool = False) -> Embedder:
+    """The service's embedder (one per process); `for_ingest`, one of its own without onnxruntime's memory
+    arena, dropped when the ingest is done, so that a long ingest's memory stays bounded."""
+    e = settings.embedding
+    if for_ingest:
+        return FastEmbedEmbedder(e.model, settings.data_dir, e.threads, e.batch_size, memory_arena=False)
+    inner = get_embedder(e.model, settings.data_dir, e.threads, e.batch_size)
     if settings.embedding.batch_wait_ms <= 0:
         return inner
     return BatchingEmbedder(inner, wait_s=settings.embedding.batch_wait_ms / 1000)
@@ -113,11 +110,13 @@ async def build_services(
     settings: Settings,
     *,
     with_guards: bool = True,
-    warm: bool = True,
     guards: Callable[[Settings, GuardStore], Guards] = build_guards,
 ) -> Services:
     """`guards` builds the pipeline's guards (the service's own by default), unless `with_guards` is off:
-    then none apply, and each stage says so."""
+    then none apply, and each stage says so.
+
+    Start-up computes nothing from the corpus: the passages' sentence vectors were stored at ingest, and the
+    pipeline reads those of the passages each question retrieves."""
     dsn = resolve_database_url(settings)
     pool = await create_pool(dsn, settings)
     await migrate(pool)
@@ -127,9 +126,4 @@ async def build_services(
     observer = PrometheusObserver(settings) if settings.metrics.enabled else None
     pipeline = Pipeline(settings, store, embedder, profile, guards(settings, store) if with_guards else None, observer)
     await pipeline.refresh_corpus()
-    services = Services(settings, pool, store, embedder, profile, pipeline, feedback=build_feedback(pipeline, store))
-    if profile.warmup is not None and warm:
-        # In the background: start-up stays fast, and the first questions find their sentences ready.
-        texts = await store.passage_texts(WARMUP_PASSAGES)
-        services.warmup_task = asyncio.create_task(asyncio.to_thread(profile.warmup, texts))
-    return services
+    return Services(settings, pool, store, embedder, profile, pipeline, feedback=build_feedback(pipeline, store))

@@ -12,6 +12,7 @@ import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -101,6 +102,33 @@ class CorpusDescription(msgspec.Struct, frozen=True):
     title: str
     description: str
     examples: list[dict[str, Any]]
+
+
+class StagedState(msgspec.Struct, frozen=True):
+    """What an interrupted ingest left staged for one passage."""
+
+    content_hash: str
+    embedding_model: str
+    embedded: bool
+    sentences_segmenter: str | None
+
+
+@dataclass(frozen=True)
+class Staged:
+    """One passage as ingest stages it: its vector, or None where the stored one stands (same content and
+    model), and its sentences' (start, end, vector), or None where the stored ones stand."""
+
+    chunk: Chunk
+    embedding: np.ndarray | None
+    sentences: Sequence[tuple[int, int, np.ndarray]] | None
+
+
+class RemovedCorpus(msgspec.Struct, frozen=True):
+    name: str
+    passages: int
+    sentences: int
+    cached_answers: int
+    staged: int
 
 
 _CORPUS_COLUMNS = (
@@ -224,36 +252,154 @@ class CorpusStore(_Pooled):
 
     async def stored_hashes(self, corpus: str = DEFAULT_CORPUS) -> dict[str, tuple[str, str]]:
         """passage id -> (content hash, embedding model), to skip re-embedding unchanged passages."""
+        return {pid: (h, m) for pid, (h, m, _) in (await self.stored_passages(corpus, "", "")).items()}
+
+    async def stored_passages(self, corpus: str, segmenter: str, model: str) -> dict[str, tuple[str, str, bool]]:
+        """passage id -> (content hash, embedding model, whether its sentences have `model`'s vectors for
+        `segmenter`): what an ingest need not compute again."""
         async with self._conn() as conn:
             rows = await conn.fetch(
-                "SELECT id, content_hash, embedding_model FROM passages WHERE corpus = $1 ORDER BY id",
+                "SELECT p.id, p.content_hash, p.embedding_model, EXISTS ("
+                "   SELECT 1 FROM passage_sentences s WHERE s.corpus = p.corpus AND s.passage_id = p.id"
+                "   AND s.segmenter = $2 AND s.embedding_model = $3 AND s.embedding IS NOT NULL"
+                " ) AS has_sentences"
+                " FROM passages p WHERE p.corpus = $1 ORDER BY p.id",
                 corpus,
+                segmenter,
+                model,
                 timeout=MAINTENANCE_TIMEOUT_S,  # every passage of a corpus, for ingest
             )
-        return {r["id"]: (r["content_hash"], r["embedding_model"]) for r in rows}
+        return {r["id"]: (r["content_hash"], r["embedding_model"], r["has_sentences"]) for r in rows}
 
-    async def replace_corpus(
+    # --- ingest's staging area ---------------------------------------------------------------------
+    # An ingest writes its passages and sentence vectors to staged_passages / staged_sentences batch by
+    # batch (`stage`), then `switch_corpus` moves them into the served tables in one transaction. Nothing
+    # staged is served; an interrupted ingest leaves its rows here for the next run to reuse.
+
+    async def staged_passages(self, corpus: str) -> dict[str, StagedState]:
+        """What an interrupted ingest of `corpus` left staged, by passage id."""
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT id, content_hash, embedding_model, embedding IS NOT NULL AS embedded, sentences_segmenter"
+                " FROM staged_passages WHERE corpus = $1",
+                corpus,
+                timeout=MAINTENANCE_TIMEOUT_S,
+            )
+        return {
+            r["id"]: StagedState(r["content_hash"], r["embedding_model"], r["embedded"], r["sentences_segmenter"])
+            for r in rows
+        }
+
+    async def stage(self, corpus: str, model: str, segmenter: str, rows: Sequence[Staged]) -> None:
+        """Write one batch to the staging area (one transaction, so a batch is staged whole or not at all).
+
+        A row without a vector keeps the one staged before for the same content and model, if any (a resumed
+        ingest); a row with new sentences replaces the passage's staged sentences."""
+        timeout = MAINTENANCE_TIMEOUT_S
+        async with self._conn(transaction=True, commit_timeout_s=timeout) as conn:
+            await conn.executemany(
+                """
+                INSERT INTO staged_passages AS s
+                    (corpus, id, source, heading, position, text, token_count, content_hash, first_page,
+                     last_page, embedding, embedding_model, sentences_segmenter)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                ON CONFLICT (corpus, id) DO UPDATE SET
+                    source = EXCLUDED.source, heading = EXCLUDED.heading, position = EXCLUDED.position,
+                    text = EXCLUDED.text, token_count = EXCLUDED.token_count, first_page = EXCLUDED.first_page,
+                    last_page = EXCLUDED.last_page,
+                    embedding = CASE WHEN EXCLUDED.embedding IS NOT NULL THEN EXCLUDED.embedding
+                        WHEN s.content_hash = EXCLUDED.content_hash AND s.embedding_model = EXCLUDED.embedding_model
+                        THEN s.embedding END,
+                    sentences_segmenter = CASE WHEN EXCLUDED.sentences_segmenter IS NOT NULL
+                        THEN EXCLUDED.sentences_segmenter
+                        WHEN s.content_hash = EXCLUDED.content_hash AND s.embedding_model = EXCLUDED.embedding_model
+                        THEN s.sentences_segmenter END,
+                    content_hash = EXCLUDED.content_hash, embedding_model = EXCLUDED.embedding_model,
+                    staged_at = now()
+                """,
+                [
+                    (
+                        corpus,
+                        r.chunk.id,
+                        r.chunk.source,
+                        r.chunk.heading,
+                        r.chunk.position,
+                        r.chunk.text,
+                        r.chunk.token_count,
+                        r.chunk.content_hash,
+                        *(r.chunk.pages or (None, None)),
+                        r.embedding,
+                        model,
+                        segmenter if r.sentences is not None else None,
+                    )
+                    for r in rows
+                ],
+                timeout=timeout,
+            )
+            renewed = [r for r in rows if r.sentences is not None]
+            await conn.execute(
+                "DELETE FROM staged_sentences WHERE corpus = $1 AND passage_id = ANY($2::text[])",
+                corpus,
+                [r.chunk.id for r in renewed],
+                timeout=timeout,
+            )
+            await conn.executemany(
+                "INSERT INTO staged_sentences"
+                " (corpus, passage_id, segmenter, ordinal, start_char, end_char, embedding_model, embedding)"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                [
+                    (corpus, r.chunk.id, segmenter, i, start, end, model, vector)
+                    for r in renewed
+                    for i, (start, end, vector) in enumerate(r.sentences or ())
+                ],
+                timeout=timeout,
+            )
+
+    async def switch_corpus(
         self,
-        chunks: Sequence[Chunk],
-        embeddings: dict[str, np.ndarray],
+        keep: Sequence[str],
         model: str,
+        segmenter: str,
         version: str,
         fingerprint: str,
         files: list[dict[str, Any]],
-        about: CorpusDescription | None = None,
+        about: CorpusDescription,
     ) -> tuple[int, dict[str, int]]:
-        """Make the corpus's passages equal `chunks` in one transaction; other corpora are left alone.
-        Returns (upserted, {source: passages removed}).
+        """Make the corpus's passages those staged under `keep`, in one transaction, and empty its staging
+        area; other corpora are left alone. Returns (passages written, {source: passages removed}).
 
-        Chunks without a new embedding keep their stored one (their content hash is unchanged).
-        An interrupted call leaves the previous corpus version intact: nothing commits until the end.
-        A large corpus takes well over DB_TIMEOUT_S to write, so every statement here has the long timeout.
+        Until this commits, readers see the previous version whole (passages, sentences, corpus_state and so
+        the version that keys the answer cache); after, the new one whole. A large corpus takes well over
+        DB_TIMEOUT_S to switch, so every statement here has the long timeout.
         """
-        about = about or CorpusDescription(DEFAULT_CORPUS, None, "", "", [])
         corpus = about.name
-        keep = [c.id for c in chunks]
         timeout = MAINTENANCE_TIMEOUT_S
+        keep = list(keep)
         async with self._conn(transaction=True, commit_timeout_s=timeout) as conn:
+            # Rows an earlier, interrupted ingest staged for passages that no longer exist.
+            await conn.execute(
+                "DELETE FROM staged_passages WHERE corpus = $1 AND NOT (id = ANY($2::text[]))",
+                corpus,
+                keep,
+                timeout=timeout,
+            )
+            missing = await conn.fetchval(
+                "SELECT count(*) FROM unnest($2::text[]) AS k(id)"
+                " WHERE NOT EXISTS (SELECT 1 FROM staged_passages s WHERE s.corpus = $1 AND s.id = k.id)",
+                corpus,
+                keep,
+                timeout=timeout,
+            )
+            # A row staged without a vector stands for a stored passage of the same content and model.
+            missing += await conn.fetchval(
+                "SELECT count(*) FROM staged_passages s WHERE s.corpus = $1 AND s.embedding IS NULL"
+                " AND NOT EXISTS (SELECT 1 FROM passages p WHERE p.corpus = s.corpus AND p.id = s.id"
+                " AND p.content_hash = s.content_hash AND p.embedding_model = s.embedding_model)",
+                corpus,
+                timeout=timeout,
+            )
+            if missing:
+                raise RuntimeError(f"{missing} passages of corpus {corpus} have no vector staged; nothing switched")
             removed = await conn.fetch(
                 "WITH d AS (DELETE FROM passages WHERE corpus = $1 AND NOT (id = ANY($2::text[])) RETURNING source)"
                 " SELECT source, count(*) AS n FROM d GROUP BY source ORDER BY source",
@@ -261,47 +407,61 @@ class CorpusStore(_Pooled):
                 keep,
                 timeout=timeout,
             )
-            new_chunks = [c for c in chunks if c.id in embeddings]
-            await conn.executemany(
+            # Sentences of passages whose text or vectors change, and any of another segmenter or model.
+            await conn.execute(
+                "DELETE FROM passage_sentences p USING staged_passages s"
+                " WHERE s.corpus = $1 AND (s.embedding IS NOT NULL OR s.sentences_segmenter IS NOT NULL)"
+                " AND p.corpus = s.corpus AND p.passage_id = s.id",
+                corpus,
+                timeout=timeout,
+            )
+            await conn.execute(
+                "DELETE FROM passage_sentences WHERE corpus = $1"
+                " AND (segmenter <> $2 OR embedding_model IS DISTINCT FROM $3)",
+                corpus,
+                segmenter,
+                model,
+                timeout=timeout,
+            )
+            written = await conn.fetchval(
                 """
-                INSERT INTO passages
-                    (corpus, id, source, heading, position, text, token_count, embedding, embedding_model,
-                     content_hash, first_page, last_page)
-                VALUES ($10, $1, $2, $3, $4, $5, $6, $7, $8, $9, $11, $12)
-                ON CONFLICT (corpus, id) DO UPDATE SET
-                    source = EXCLUDED.source, heading = EXCLUDED.heading, position = EXCLUDED.position,
-                    text = EXCLUDED.text, token_count = EXCLUDED.token_count, embedding = EXCLUDED.embedding,
-                    embedding_model = EXCLUDED.embedding_model, content_hash = EXCLUDED.content_hash,
-                    first_page = EXCLUDED.first_page, last_page = EXCLUDED.last_page, updated_at = now()
+                WITH w AS (
+                    INSERT INTO passages
+                        (corpus, id, source, heading, position, text, token_count, embedding, embedding_model,
+                         content_hash, first_page, last_page)
+                    SELECT corpus, id, source, heading, position, text, token_count, embedding, embedding_model,
+                        content_hash, first_page, last_page
+                    FROM staged_passages WHERE corpus = $1 AND embedding IS NOT NULL
+                    ON CONFLICT (corpus, id) DO UPDATE SET
+                        source = EXCLUDED.source, heading = EXCLUDED.heading, position = EXCLUDED.position,
+                        text = EXCLUDED.text, token_count = EXCLUDED.token_count, embedding = EXCLUDED.embedding,
+                        embedding_model = EXCLUDED.embedding_model, content_hash = EXCLUDED.content_hash,
+                        first_page = EXCLUDED.first_page, last_page = EXCLUDED.last_page, updated_at = now()
+                    RETURNING 1
+                ) SELECT count(*) FROM w
                 """,
-                [
-                    (
-                        c.id,
-                        c.source,
-                        c.heading,
-                        c.position,
-                        c.text,
-                        c.token_count,
-                        embeddings[c.id],
-                        model,
-                        c.content_hash,
-                        corpus,
-                        *(c.pages or (None, None)),
-                    )
-                    for c in new_chunks
-                ],
+                corpus,
                 timeout=timeout,
             )
             # Unchanged passages may still have moved within their file, or to other pages of it.
-            await conn.executemany(
-                "UPDATE passages SET position = $3, heading = $4, first_page = $5, last_page = $6"
-                " WHERE corpus = $1 AND id = $2 AND (position <> $3 OR heading <> $4"
-                " OR first_page IS DISTINCT FROM $5 OR last_page IS DISTINCT FROM $6)",
-                [
-                    (corpus, c.id, c.position, c.heading, *(c.pages or (None, None)))
-                    for c in chunks
-                    if c.id not in embeddings
-                ],
+            await conn.execute(
+                "UPDATE passages p SET position = s.position, heading = s.heading, first_page = s.first_page,"
+                " last_page = s.last_page"
+                " FROM staged_passages s"
+                " WHERE s.corpus = $1 AND s.embedding IS NULL AND p.corpus = s.corpus AND p.id = s.id"
+                " AND (p.position <> s.position OR p.heading <> s.heading"
+                " OR p.first_page IS DISTINCT FROM s.first_page OR p.last_page IS DISTINCT FROM s.last_page)",
+                corpus,
+                timeout=timeout,
+            )
+            await conn.execute(
+                "INSERT INTO passage_sentences"
+                " (corpus, passage_id, segmenter, ordinal, start_char, end_char, embedding_model, embedding)"
+                " SELECT corpus, passage_id, segmenter, ordinal, start_char, end_char, embedding_model, embedding"
+                " FROM staged_sentences WHERE corpus = $1 AND segmenter = $2 AND embedding_model = $3",
+                corpus,
+                segmenter,
+                model,
                 timeout=timeout,
             )
             await conn.execute(
@@ -320,7 +480,7 @@ class CorpusStore(_Pooled):
                 version,
                 model,
                 fingerprint,
-                len(chunks),
+                len(keep),
                 msgspec.json.encode(files).decode(),
                 about.source_dir,
                 about.title,
@@ -328,7 +488,172 @@ class CorpusStore(_Pooled):
                 msgspec.json.encode(about.examples).decode(),
                 timeout=timeout,  # waits for the row while another ingest of this corpus commits
             )
-        return len(new_chunks), {r["source"]: int(r["n"]) for r in removed}
+            await conn.execute("DELETE FROM staged_passages WHERE corpus = $1", corpus, timeout=timeout)
+        return int(written), {r["source"]: int(r["n"]) for r in removed}
+
+    async def replace_corpus(
+        self,
+        chunks: Sequence[Chunk],
+        embeddings: dict[str, np.ndarray],
+        model: str,
+        version: str,
+        fingerprint: str,
+        files: list[dict[str, Any]],
+        about: CorpusDescription | None = None,
+    ) -> tuple[int, dict[str, int]]:
+        """Make the corpus's passages equal `chunks` (vectors given, no sentence vectors) through the staging
+        area: for synthetic corpora (benchmarks, tests) whose vectors are made up rather than embedded.
+        Chunks without a new embedding keep their stored one."""
+        about = about or CorpusDescription(DEFAULT_CORPUS, None, "", "", [])
+        await self.stage(about.name, model, "", [Staged(c, embeddings.get(c.id), None) for c in chunks])
+        return await self.switch_corpus([c.id for c in chunks], model, "", version, fingerprint, files, about)
+
+    # --- sentence vectors --------------------------------------------------------------------------
+
+    async def sentence_vectors(
+        self, corpus: str, passage_ids: Sequence[str], segmenter: str, model: str
+    ) -> list[tuple[str, int, int, np.ndarray]]:
+        """(passage id, start, end, vector) of each stored sentence of these passages: what the verifier reads
+        instead of embedding them again."""
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT passage_id, start_char, end_char, embedding FROM passage_sentences"
+                " WHERE corpus = $1 AND passage_id = ANY($2::text[]) AND segmenter = $3 AND embedding_model = $4"
+                " AND embedding IS NOT NULL",
+                corpus,
+                list(passage_ids),
+                segmenter,
+                model,
+            )
+        return [(r["passage_id"], r["start_char"], r["end_char"], r["embedding"].to_numpy()) for r in rows]
+
+    async def missing_sentences(
+        self, segmenter: str, model: str, after: tuple[str, str] = ("", ""), limit: int = 256
+    ) -> list[tuple[str, str, str, str]]:
+        """(corpus, passage id, text, heading) of up to `limit` passages, in (corpus, id) order after `after`, whose
+        sentences have no `model` vectors for `segmenter`: what a database ingested before sentence vectors
+        were stored needs computed once."""
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT p.corpus, p.id, p.text, p.heading FROM passages p"
+                " WHERE (p.corpus, p.id) > ($1, $2) AND p.embedding_model = $4 AND NOT EXISTS ("
+                "   SELECT 1 FROM passage_sentences s WHERE s.corpus = p.corpus AND s.passage_id = p.id"
+                "   AND s.segmenter = $3 AND s.embedding_model = $4 AND s.embedding IS NOT NULL)"
+                " ORDER BY p.corpus, p.id LIMIT $5",
+                *after,
+                segmenter,
+                model,
+                limit,
+                timeout=MAINTENANCE_TIMEOUT_S,
+            )
+        return [(r["corpus"], r["id"], r["text"], r["heading"]) for r in rows]
+
+    async def count_missing_sentences(self, segmenter: str, model: str) -> int:
+        async with self._conn() as conn:
+            count: int = await conn.fetchval(
+                "SELECT count(*) FROM passages p WHERE p.embedding_model = $2 AND NOT EXISTS ("
+                "   SELECT 1 FROM passage_sentences s WHERE s.corpus = p.corpus AND s.passage_id = p.id"
+                "   AND s.segmenter = $1 AND s.embedding_model = $2 AND s.embedding IS NOT NULL)",
+                segmenter,
+                model,
+                timeout=MAINTENANCE_TIMEOUT_S,
+            )
+        return count
+
+    async def write_sentences(
+        self, segmenter: str, model: str, rows: Sequence[tuple[str, str, Sequence[tuple[int, int, np.ndarray]]]]
+    ) -> None:
+        """Store the sentence vectors of served passages (corpus, passage id, [(start, end, vector)]), in one
+        transaction. Adds what was missing; the passages and the corpus version are unchanged, since the
+        verifier would compute the same vectors itself."""
+        timeout = MAINTENANCE_TIMEOUT_S
+        async with self._conn(transaction=True, commit_timeout_s=timeout) as conn:
+            for corpus, passage_id, _ in rows:
+                await conn.execute(
+                    "DELETE FROM passage_sentences WHERE corpus = $1 AND passage_id = $2 AND segmenter = $3",
+                    corpus,
+                    passage_id,
+                    segmenter,
+                    timeout=timeout,
+                )
+            await conn.executemany(
+                "INSERT INTO passage_sentences"
+                " (corpus, passage_id, segmenter, ordinal, start_char, end_char, embedding_model, embedding)"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                [
+                    (corpus, pid, segmenter, i, start, end, model, vector)
+                    for corpus, pid, sentences in rows
+                    for i, (start, end, vector) in enumerate(sentences)
+                ],
+                timeout=timeout,
+            )
+
+    # --- word vectors ------------------------------------------------------------------------------------
+
+    async def missing_words(self, model: str, words: Sequence[str]) -> list[str]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT w FROM unnest($2::text[]) AS w WHERE NOT EXISTS"
+                " (SELECT 1 FROM word_vectors v WHERE v.embedding_model = $1 AND v.word = w)",
+                model,
+                list(words),
+                timeout=MAINTENANCE_TIMEOUT_S,
+            )
+        return [r["w"] for r in rows]
+
+    async def write_words(self, model: str, vectors: Sequence[tuple[str, np.ndarray]]) -> None:
+        async with self._conn() as conn:
+            await conn.executemany(
+                "INSERT INTO word_vectors (embedding_model, word, embedding) VALUES ($1, $2, $3)"
+                " ON CONFLICT DO NOTHING",
+                [(model, w, v) for w, v in vectors],
+                timeout=MAINTENANCE_TIMEOUT_S,
+            )
+
+    async def word_vectors(self, model: str, limit: int) -> list[tuple[str, np.ndarray]]:
+        """Up to `limit` stored word vectors of `model`: what start-up reads instead of embedding them."""
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT word, embedding FROM word_vectors WHERE embedding_model = $1 LIMIT $2",
+                model,
+                limit,
+                timeout=MAINTENANCE_TIMEOUT_S,
+            )
+        return [(r["word"], r["embedding"].to_numpy()) for r in rows]
+
+    # --- managing corpora ----------------------------------------------------------------------------
+
+    async def remove_corpus(self, corpus: str) -> RemovedCorpus | None:
+        """Drop a corpus whole, in one transaction: its passages, their sentences, its cached answers, its
+        staging area and its state. Nothing of another corpus is touched. None when there is no such corpus.
+
+        An HNSW index needs no rebuild: the rows leave it as they leave the table (vacuum reclaims them)."""
+        timeout = MAINTENANCE_TIMEOUT_S
+        async with self._conn(transaction=True, commit_timeout_s=timeout) as conn:
+            state = await conn.fetchval(
+                "DELETE FROM corpus_state WHERE name = $1 RETURNING name", corpus, timeout=timeout
+            )
+            sentences = await conn.fetchval(
+                "SELECT count(*) FROM passage_sentences WHERE corpus = $1", corpus, timeout=timeout
+            )
+            passages = await conn.fetchval(
+                "WITH d AS (DELETE FROM passages WHERE corpus = $1 RETURNING 1) SELECT count(*) FROM d",
+                corpus,
+                timeout=timeout,
+            )
+            answers = await conn.fetchval(
+                "WITH d AS (DELETE FROM answer_cache WHERE corpus = $1 RETURNING 1) SELECT count(*) FROM d",
+                corpus,
+                timeout=timeout,
+            )
+            staged = await conn.fetchval(
+                "WITH d AS (DELETE FROM staged_passages WHERE corpus = $1 RETURNING 1) SELECT count(*) FROM d",
+                corpus,
+                timeout=timeout,
+            )
+        if state is None and not passages and not staged:
+            return None
+        return RemovedCorpus(corpus, int(passages), int(sentences), int(answers), int(staged))
 
     async def ensure_hnsw_index(self) -> bool:
         """Create the HNSW index (idempotent); returns True when it had to be built."""
@@ -538,20 +863,23 @@ class GuardStore(_Pooled):
             row = await conn.fetchrow(CACHE_GET_SQL, cache_key)
         return None if row is None else CachedAnswer(response=row["response"], created_at=row["created_at"])
 
-    async def cache_put(self, cache_key: str, question: str, response_json: str, ttl_s: int) -> None:
+    async def cache_put(
+        self, cache_key: str, question: str, response_json: str, ttl_s: int, corpus: str | None = None
+    ) -> None:
         async with self._conn() as conn:
             await conn.execute(
                 """
-                INSERT INTO answer_cache (cache_key, question, response, expires_at)
-                VALUES ($1, $2, $3::jsonb, now() + make_interval(secs => $4))
+                INSERT INTO answer_cache (cache_key, question, response, expires_at, corpus)
+                VALUES ($1, $2, $3::jsonb, now() + make_interval(secs => $4), $5)
                 ON CONFLICT (cache_key) DO UPDATE SET
                     question = EXCLUDED.question, response = EXCLUDED.response,
-                    created_at = now(), expires_at = EXCLUDED.expires_at
+                    created_at = now(), expires_at = EXCLUDED.expires_at, corpus = EXCLUDED.corpus
                 """,
                 cache_key,
                 question,
                 response_json,
                 float(ttl_s),
+                corpus,
             )
 
     async def cache_cleanup(self) -> int:

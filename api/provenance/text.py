@@ -226,6 +226,17 @@ def sentence_ranges(text: str) -> list[tuple[int, int, str]]:
     return out
 
 
+# The version of the sentence segmentation below (`split_sentences`, `sentence_ranges`): what keys the sentence
+# spans and vectors stored at ingest (passage_sentences), so a change to how sentences are split is a recompute.
+SEGMENTER_VERSION = "rules-1"
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """The [start, end) of each sentence unit of a passage, in code points: what ingest stores (with each
+    one's vector) in passage_sentences. The sentence's text is `text[start:end]`."""
+    return [(start, end) for start, end, _ in sentence_ranges(text)]
+
+
 def sentences_around(text: str, start: int, end: int) -> str:
     """The sentence(s) of `text` holding characters [start, end), joined; empty when none does."""
     hit = [s for a, b, s in sentence_ranges(text) if a < end and b > start]

@@ -47,5 +47,5 @@ class AnswerCache:
     async def put(self, key: str, question: str, response: AskResponse) -> None:
         if not self.enabled or response.status == "blocked":
             return
-        await self.store.cache_put(key, question, _encoder.encode(response).decode(), self.ttl_s)
+        await self.store.cache_put(key, question, _encoder.encode(response).decode(), self.ttl_s, response.corpus)
         await self._sweeper.maybe_run()

@@ -290,9 +290,10 @@ def build_anthropic_profile(
         # Claude screens the question alone, alongside retrieval.
         screener_reads_passages=False,
         cache_tag="|".join(t for t in (settings.anthropic.model, local.cache_tag) if t),
-        # The local verifier runs after the combined model call, on the critical path: have the passages'
-        # sentence vectors ready (start-up warms them in the background) rather than embed them then.
-        warmup=local.warmup,
+        # The local verifier runs after the combined model call, on the critical path: the passages' sentence
+        # vectors come from the store (computed at ingest), never embedded then.
+        sentence_vectors=local.sentence_vectors,
+        word_vectors=local.word_vectors,
         # Claims and the model's verdicts in one call: three sequential round trips per answer.
         decompose_and_verify=models.decompose_and_verify,
     )

@@ -212,6 +212,7 @@ def build_local_profile(
         screener_reads_passages=True,
         cache_tag=local.cache_tag,
         decomposer=SentenceDecomposer(),
-        warmup=local.warmup,
+        sentence_vectors=local.sentence_vectors,
+        word_vectors=local.word_vectors,
         on_corpus=local.on_corpus,
     )

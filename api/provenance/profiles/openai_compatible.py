@@ -320,6 +320,7 @@ def build_openai_profile(
         screener_reads_passages=True,
         # Another server may serve another model under the same name: both are part of the cache key.
         cache_tag="|".join(t for t in (server, models.generator.model, local.cache_tag) if t),
-        warmup=local.warmup,
+        sentence_vectors=local.sentence_vectors,
+        word_vectors=local.word_vectors,
         decompose_and_verify=models.decompose_and_verify,
     )

@@ -11,9 +11,10 @@ and never chooses any of this itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import msgspec
+import numpy as np
 
 from provenance.embedder import Embedder
 from provenance.judges import BuiltJudge, build_judge, independent_of_generator
@@ -21,7 +22,7 @@ from provenance.ports import Verifier
 from provenance.settings import LocalModels, Settings
 from provenance.verifiers.features import FeatureVerifier, build_feature_verifier, build_support_judge
 from provenance.verifiers.judged import JudgedVerifier
-from provenance.verifiers.vectors import SentenceEmbeddings, warm_sentences
+from provenance.verifiers.vectors import SentenceEmbeddings, WordVectors
 
 
 class LocalVerifier(msgspec.Struct, frozen=True):
@@ -31,8 +32,10 @@ class LocalVerifier(msgspec.Struct, frozen=True):
     verifier: Verifier
     # Told the corpus's passage texts whenever it is (re)loaded.
     on_corpus: Callable[[Sequence[str]], None]
-    # Embeds the passages' sentences ahead of the first questions.
-    warmup: Callable[[Sequence[str]], None]
+    # Told the stored vectors of the retrieved passages' sentences (text, vector), read from the store.
+    sentence_vectors: Callable[[Iterable[tuple[str, np.ndarray]]], None]
+    # Told the stored word vectors (word, vector) when the corpora are (re)loaded, before `on_corpus`.
+    word_vectors: Callable[[Iterable[tuple[str, np.ndarray]]], None]
     # What, beside the profile, changes answers: part of the answer cache's key.
     cache_tag: str
     # The sentence-vector cache the verifier fills, for a generator that wants the same vectors.
@@ -47,20 +50,20 @@ class LocalVerifier(msgspec.Struct, frozen=True):
 _Built = tuple[Verifier, Callable[[Sequence[str]], None], str]
 
 
-def _features(embedder: Embedder, sentences: SentenceEmbeddings) -> _Built:
-    features: FeatureVerifier = build_feature_verifier(embedder, sentences)
+def _features(embedder: Embedder, sentences: SentenceEmbeddings, words: WordVectors) -> _Built:
+    features: FeatureVerifier = build_feature_verifier(embedder, sentences, words)
     return features, features.set_corpus, ""
 
 
-def _trained(embedder: Embedder, sentences: SentenceEmbeddings) -> _Built:
+def _trained(embedder: Embedder, sentences: SentenceEmbeddings, words: WordVectors) -> _Built:
     from provenance.verifiers.trained import build_trained_verifier
 
-    trained = build_trained_verifier(build_support_judge(embedder, sentences))
+    trained = build_trained_verifier(build_support_judge(embedder, sentences, words=words))
     return trained, trained.set_corpus, "trained"
 
 
-# LOCAL_VERIFIER's choices: each builds a verifier over the shared sentence vectors.
-_LOCAL: dict[LocalModels, Callable[[Embedder, SentenceEmbeddings], _Built]] = {
+# LOCAL_VERIFIER's choices: each builds a verifier over the shared sentence and word vectors.
+_LOCAL: dict[LocalModels, Callable[[Embedder, SentenceEmbeddings, WordVectors], _Built]] = {
     "features": _features,
     "trained": _trained,
 }
@@ -75,8 +78,8 @@ def build_verifier(
         models, resolved = settings, None
     else:
         models, resolved = settings.local_verifier, settings
-    sentences = SentenceEmbeddings(embedder)
-    rules, on_corpus, tag = _LOCAL[models](embedder, sentences)
+    sentences, words = SentenceEmbeddings(embedder), WordVectors(embedder)
+    rules, on_corpus, tag = _LOCAL[models](embedder, sentences, words)
     if resolved is not None and judge is None:
         judge = build_judge(resolved)
     verifier: Verifier = rules
@@ -87,7 +90,8 @@ def build_verifier(
     return LocalVerifier(
         verifier=verifier,
         on_corpus=on_corpus,
-        warmup=lambda texts: warm_sentences(sentences, texts),
+        sentence_vectors=sentences.put,
+        word_vectors=words.cache.put,
         cache_tag=tag,
         sentences=sentences,
         rules=rules,

@@ -223,14 +223,19 @@ def evidence_of(judged: Sequence[PassageSupport]) -> list[EvidenceSpan]:
 
 
 def build_support_judge(
-    embedder: Embedder, sentences: SentenceEmbeddings, coefficients: Coefficients | None = None
+    embedder: Embedder,
+    sentences: SentenceEmbeddings,
+    coefficients: Coefficients | None = None,
+    words: WordVectors | None = None,
 ) -> RuleSupport:
     coef = coefficients or load_coefficients()
-    return RuleSupport(sentences, WordVectors(embedder), coef.support)
+    return RuleSupport(sentences, words or WordVectors(embedder), coef.support)
 
 
-def build_feature_verifier(embedder: Embedder, sentences: SentenceEmbeddings | None = None) -> FeatureVerifier:
+def build_feature_verifier(
+    embedder: Embedder, sentences: SentenceEmbeddings | None = None, words: WordVectors | None = None
+) -> FeatureVerifier:
     sentences = sentences or SentenceEmbeddings(embedder)
     coef = load_coefficients()
-    words = WordVectors(embedder)
+    words = words or WordVectors(embedder)
     return FeatureVerifier(RuleSupport(sentences, words, coef.support), RelevanceExtractor(sentences, words), coef)

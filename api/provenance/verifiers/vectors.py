@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -13,35 +13,62 @@ from provenance import text as T
 from provenance.embedder import Embedder
 
 
+def sentence_key(text: str) -> str:
+    """A sentence as the cache knows it: runs of whitespace as one space. A sentence read from a passage
+    (`T.sentence_ranges`, line breaks joined) and its span cut from the passage's text (`text[start:end]`,
+    as ingest stores it) are one key, and one vector: the embedder's tokenizer splits on any whitespace."""
+    return " ".join(text.split())
+
+
 class SentenceEmbeddings:
-    """LRU cache of sentence vectors."""
+    """LRU cache of sentence vectors. Filled from the store (the vectors ingest computed for each retrieved
+    passage's sentences, `put`), so that only what no passage holds (a generated answer's own wording) is
+    embedded on the request path."""
 
     def __init__(self, embedder: Embedder, capacity: int = 20_000) -> None:
         self.embedder = embedder
         self.capacity = capacity
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
+        # Texts embedded here, on the request path, rather than read from the store: what a benchmark and
+        # the tests count.
+        self.embedded = 0
+
+    def put(self, items: Iterable[tuple[str, np.ndarray]]) -> None:
+        with self._lock:
+            for text, vector in items:
+                key = sentence_key(text)
+                self._cache[key] = vector
+                self._cache.move_to_end(key)
+            self._trim()
+
+    def _trim(self) -> None:
+        while len(self._cache) > self.capacity:
+            self._cache.popitem(last=False)
 
     def get(self, sentences: Sequence[str]) -> np.ndarray:
+        keys = [sentence_key(s) for s in sentences]
         with self._lock:
-            missing = [s for s in dict.fromkeys(sentences) if s not in self._cache]
+            missing = [k for k in dict.fromkeys(keys) if k not in self._cache]
         if missing:
             vectors = self.embedder.embed_documents(missing)
             with self._lock:
-                for s, v in zip(missing, vectors, strict=True):
-                    self._cache[s] = v
-                while len(self._cache) > self.capacity:
-                    self._cache.popitem(last=False)
+                self.embedded += len(missing)
+                for k, v in zip(missing, vectors, strict=True):
+                    self._cache[k] = v
+                self._trim()
         with self._lock:
-            for s in sentences:
-                self._cache.move_to_end(s)
-            return np.stack([self._cache[s] for s in sentences]) if sentences else np.zeros((0, 1))
-
-
-def warm_sentences(cache: SentenceEmbeddings, passage_texts: Sequence[str], batch: int = 64) -> None:
-    sentences = list(dict.fromkeys(s for text in passage_texts for s in T.split_sentences(text)))
-    for start in range(0, min(len(sentences), cache.capacity), batch):
-        cache.get(sentences[start : start + batch])
+            out = []
+            for k in keys:
+                # Evicted meanwhile by a concurrent request's fill: embed it again rather than fail.
+                vector = self._cache.get(k)
+                if vector is None:
+                    vector = self.embedder.embed_documents([k])[0]
+                    self.embedded += 1
+                self._cache[k] = vector
+                self._cache.move_to_end(k)
+                out.append(vector)
+            return np.stack(out) if out else np.zeros((0, 1))
 
 
 class WordVectors:
@@ -66,6 +93,14 @@ SOFT_MATCH_FULL = 0.75
 def soft_match(similarity: float) -> float:
     """Word-vector similarity to coverage, 0 to 1."""
     return min(1.0, max(0.0, (similarity - SOFT_MATCH_FLOOR) / (SOFT_MATCH_FULL - SOFT_MATCH_FLOOR)))
+
+
+def vocabulary_words(text: str) -> set[str]:
+    """Every surface form `surface_terms` may give for text or any part of it: the words whose vectors
+    ingest stores, so the verifier reads them rather than embeds them."""
+    return {
+        w for w in T.words(text) if w not in T.STOPWORDS and w not in T.QUESTION_WORDS and (len(w) >= 2 or w.isdigit())
+    }
 
 
 def surface_terms(text: str, question: bool = False) -> dict[str, str]:
