@@ -13,6 +13,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
+from provenance import text as T
 from provenance.chunking import Chunk, chunk_blocks
 from provenance.corpora import DEFAULT_CORPUS, EXAMPLE_FILES, CorpusMeta, describe, valid_name
 from provenance.documents.blocks import Block, Document
@@ -24,7 +25,8 @@ from provenance.store import CorpusDescription, CorpusStore
 
 # A file whose first line is this marker documents the corpus rather than belonging to it (COVERAGE.md).
 IGNORE_MARKER = "<!-- provenance: ignore -->"
-CHUNKER_VERSION = "1"
+# 2: Markdown read by a CommonMark parser, every heading a passage with its whole path (issue 33).
+CHUNKER_VERSION = "2"
 REMOVED_SHOWN = 5
 
 
@@ -117,13 +119,19 @@ def read_sources(directory: Path) -> tuple[list[SourceFile], list[tuple[str, str
 
 
 def fingerprint(files: list[SourceFile], model: str, max_tokens: int, meta: CorpusMeta | None = None) -> str:
-    h = hashlib.sha256(f"{model}|{max_tokens}|{CHUNKER_VERSION}".encode())
+    h = hashlib.sha256(f"{model}|{max_tokens}|{CHUNKER_VERSION}|{T.SEGMENTER_VERSION}".encode())
     for f in files:
         h.update(f"\n{f.name}\0{f.raw_hash}".encode())
     if meta is not None:
         # A new description or example alone is a change to store, though nothing needs embedding.
         h.update(msgspec.json.encode(meta))
     return h.hexdigest()
+
+
+def passage_spans(chunk: Chunk) -> list[tuple[int, int]]:
+    """A passage's sentence units, decided once here and stored: what every later stage reads as its
+    sentences (claims' evidence, the generator's candidates, the closest sentence on a refusal)."""
+    return T.sentence_spans(chunk.text)
 
 
 def corpus_version(chunks: list[Chunk], model: str) -> str:
@@ -221,6 +229,9 @@ async def ingest(
             description=meta.description,
             examples=msgspec.to_builtins(meta.examples),
         ),
+    )
+    await store.write_sentence_spans(
+        corpus, T.SEGMENTER_VERSION, {c.id: passage_spans(c) for c in chunks}, changed=[c.id for c in todo]
     )
     report.passages, report.embedded, report.version = len(chunks), upserted, version
     report.removed, report.deleted = removed, sum(removed.values())

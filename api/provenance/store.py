@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -343,6 +343,64 @@ class CorpusStore(_Pooled):
                 timeout=MAINTENANCE_TIMEOUT_S,
             )
         return True
+
+    # --- sentence units (passage_sentences) ------------------------------------------------------
+
+    async def write_sentence_spans(
+        self,
+        corpus: str,
+        segmenter: str,
+        spans: Mapping[str, Sequence[tuple[int, int]]],
+        changed: Collection[str],
+    ) -> None:
+        """Store each passage's sentence spans under `segmenter`, after `replace_corpus` wrote the passages.
+        The spans of `changed` passages (new text) are replaced; the rest are only added where missing, so
+        what else a row holds (a sentence's vector) stays with an unchanged passage. Rows of another
+        segmenter are dropped: they describe offsets this one doesn't use."""
+        rows = [(pid, n, a, b) for pid, spans_ in spans.items() for n, (a, b) in enumerate(spans_)]
+        timeout = MAINTENANCE_TIMEOUT_S
+        async with self._conn(transaction=True, commit_timeout_s=timeout) as conn:
+            await conn.execute(
+                "DELETE FROM passage_sentences WHERE corpus = $1 AND (segmenter <> $2 OR passage_id = ANY($3::text[]))",
+                corpus,
+                segmenter,
+                list(changed),
+                timeout=timeout,
+            )
+            await conn.execute(
+                "INSERT INTO passage_sentences (corpus, passage_id, segmenter, ordinal, start_char, end_char)"
+                " SELECT $1, r.passage_id, $2, r.ordinal, r.start_char, r.end_char"
+                " FROM unnest($3::text[], $4::int[], $5::int[], $6::int[])"
+                " AS r(passage_id, ordinal, start_char, end_char)"
+                " ON CONFLICT (corpus, passage_id, segmenter, ordinal) DO NOTHING",
+                corpus,
+                segmenter,
+                [r[0] for r in rows],
+                [r[1] for r in rows],
+                [r[2] for r in rows],
+                [r[3] for r in rows],
+                timeout=timeout,
+            )
+
+    async def sentence_spans(
+        self, corpus: str, segmenter: str, passage_ids: Sequence[str]
+    ) -> dict[str, tuple[tuple[int, int], ...]]:
+        """passage id -> its stored sentence spans under `segmenter`, in order; a passage without any is absent."""
+        if not passage_ids:
+            return {}
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT passage_id, start_char, end_char FROM passage_sentences"
+                " WHERE corpus = $1 AND segmenter = $2 AND passage_id = ANY($3::text[])"
+                " ORDER BY passage_id, ordinal",
+                corpus,
+                segmenter,
+                list(passage_ids),
+            )
+        out: dict[str, list[tuple[int, int]]] = {}
+        for r in rows:
+            out.setdefault(r["passage_id"], []).append((r["start_char"], r["end_char"]))
+        return {pid: tuple(spans) for pid, spans in out.items()}
 
     # --- retrieval -----------------------------------------------------------------------------
     # Each search is one statement. The HNSW index (one over every corpus) yields its nearest rows before the
