@@ -47,6 +47,9 @@ def test_deeper_paths_close_at_their_level() -> None:
         ("p.md#a--d", "T > A > D"),
         ("p.md#a-2--b", "T > A > B"),
     ]
+    # A deeper heading straight under the title is named under the title's intro.
+    chunks = chunk_document("q.md", "# T\n\nIntro.\n\n### B\n\nb.\n\n## C\n\nc.\n", count)
+    assert [(c.id, c.heading) for c in chunks] == [("q.md#intro", "T"), ("q.md#intro--b", "T > B"), ("q.md#c", "T > C")]
 
 
 def test_long_sections_split_at_paragraphs_under_the_cap() -> None:

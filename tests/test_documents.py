@@ -56,7 +56,7 @@ HYPHENATED_WORDS = ("woodshop", "membership", "flammables", "makerspace", "aband
 
 # Every reader's passages, with the whole heading path: the `###` is a passage of its own under its `##`.
 PATHS = [f"Storage and Lockers > {s}" for s in SECTIONS] + ["Storage and Lockers > Locker Prices > Deposits"]
-TABLE_ROWS = ["Size: Small; Price per month: $8.", "Size: Standard; Price per month: $14."]
+TABLE_ROWS = ["Size: Small, Price per month: $8.", "Size: Standard, Price per month: $14."]
 
 
 def assert_heading_paths(chunks: list[Chunk], source: str) -> None:

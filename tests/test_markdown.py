@@ -82,8 +82,8 @@ PASSAGES = [
     (
         "policy.md#salaries",
         "Benefits & Perks > Salaries",
-        "Level: Junior (L1); Salary: $73,500; Note: the floor.\n"
-        "Level: Senior (L3); Salary: $128,000; Note: a|b in code.",
+        "Level: Junior (L1), Salary: $73,500, Note: the floor.\n"
+        "Level: Senior (L3), Salary: $128,000, Note: a|b in code.",
     ),
     (
         "policy.md#tools",
@@ -119,8 +119,8 @@ def test_sentence_units_end_at_list_items_and_rows_and_keep_code_whole() -> None
         "*Prices are per month.",
     ]
     assert T.split_sentences(chunks["policy.md#salaries"].text) == [
-        "Level: Junior (L1); Salary: $73,500; Note: the floor.",
-        "Level: Senior (L3); Salary: $128,000; Note: a|b in code.",
+        "Level: Junior (L1), Salary: $73,500, Note: the floor.",
+        "Level: Senior (L3), Salary: $128,000, Note: a|b in code.",
     ]
     tools = chunks["policy.md#tools"].text
     spans = T.sentence_spans(tools)

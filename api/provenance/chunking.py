@@ -55,6 +55,7 @@ class _Section:
     path: list[str]
     lines: list[Block]
     group: int = 0  # which `#`/`##` heading it is under, counted in order: its deeper sections share it
+    group_depth: int = 1  # how much of `path` that heading's own: 1 for the title, 2 for a `##`
 
 
 def _has_text(section: _Section) -> bool:
@@ -68,7 +69,7 @@ def _sections(blocks: Sequence[Block], title_fallback: str) -> list[_Section]:
     current = _Section([title], [])
     path: list[str] = [title]  # title, then the open heading at each level below it
     levels: list[int] = [1]
-    group = 0
+    group, group_depth = 0, 1
     for block in blocks:
         if block.level:
             level, name = block.level, block.text
@@ -81,7 +82,7 @@ def _sections(blocks: Sequence[Block], title_fallback: str) -> list[_Section]:
             if _has_text(current):
                 sections.append(current)
             if level <= 2:
-                group += 1
+                group, group_depth = group + 1, min(level, 2)
             if level == 1:
                 path, levels = [title], [1]
             else:
@@ -89,7 +90,7 @@ def _sections(blocks: Sequence[Block], title_fallback: str) -> list[_Section]:
                     levels.pop()
                     path.pop()
                 path, levels = [*path, name], [*levels, level]
-            current = _Section(list(path), [], group)
+            current = _Section(list(path), [], group, group_depth)
             continue
         current.lines.append(block)
     if _has_text(current):
@@ -146,11 +147,12 @@ def chunk_blocks(
         if section.group not in group_slugs:
             # A `##` section (or the title's intro): numbered among its own kind, so a deeper heading
             # never moves the id of a `##` section that the evals and bookmarks name.
-            top = slugify(section.path[1]) if len(section.path) > 1 else "intro"
+            top = slugify(section.path[1]) if section.group_depth > 1 else "intro"
             used_slugs[top] = used_slugs.get(top, 0) + 1
             group_slugs[section.group] = top if used_slugs[top] == 1 else f"{top}-{used_slugs[top]}"
-        base = "--".join([group_slugs[section.group], *(slugify(name) for name in section.path[2:])])
-        if len(section.path) > 2:
+        deeper = [slugify(name) for name in section.path[section.group_depth :]]
+        base = "--".join([group_slugs[section.group], *deeper])
+        if deeper:
             used_slugs[base] = used_slugs.get(base, 0) + 1
             if used_slugs[base] > 1:
                 base = f"{base}-{used_slugs[base]}"

@@ -75,9 +75,10 @@ def bullet() -> str:
 
 
 def table_sentences(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    """A table read row by row: each row one sentence naming its columns ("Day: Monday; Hours: 10."), so
+    """A table read row by row: each row one sentence naming its columns ("Day: Monday, Hours: 10."), so
     every cell is a fact with its header beside it. Empty cells are left out; a column without a header
-    gives its cell alone."""
+    gives its cell alone. Commas, not semicolons: a claim is split at a semicolon, and "Salary: $73,500"
+    alone would have lost the row it is the salary of."""
     out = []
     for row in rows:
         cells = []
@@ -89,7 +90,7 @@ def table_sentences(header: Sequence[str], rows: Iterable[Sequence[str]]) -> lis
             cells.append(f"{name}: {cell}" if name and name != cell else cell)
         if not cells:
             continue
-        sentence = "; ".join(cells)
+        sentence = ", ".join(cells)
         out.append(sentence if sentence[-1] in ".!?" else sentence + ".")
     return out
 

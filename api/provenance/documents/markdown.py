@@ -9,7 +9,7 @@ plugins): the passage holds the words a reader of the rendered page sees, and no
 - A paragraph is one line, however the file wrapped it. Each list item is a line of its own (a sentence
   unit, ended even without a final period), bulleted "•" (ordered lists keep their numbers), nested ones
   indented two spaces a level.
-- A table is read row by row, each row one sentence that names its columns ("Day: Monday; Hours: 10.").
+- A table is read row by row, each row one sentence that names its columns ("Day: Monday, Hours: 10.").
 - A fenced or indented code block stays whole: one block, each line indented four spaces, never split into
   sentences (`provenance.text.sentence_spans`).
 """
