@@ -121,7 +121,8 @@ def main() -> None:
         "others are compared as written.",
         "",
         f"Cost on the 18F handbook's {n} passages ({sentences} sentence units), once each at ingest, caches "
-        f"cold, in CPU time (the machine is shared): **{new_mean:.0f} µs a passage** on average (p95 {new_p95:.0f} µs), against {old_mean:.0f} µs "
+        "cold, in CPU time (the machine is shared): "
+        f"**{new_mean:.0f} µs a passage** on average (p95 {new_p95:.0f} µs), against {old_mean:.0f} µs "
         f"(p95 {old_p95:.0f} µs) for the old rule. At request time nothing is split: the spans are read with "
         "the passages.",
         "",
