@@ -23,13 +23,33 @@ Students pay less.
 """
 
 
-def test_h2_headings_are_hard_boundaries_with_stable_ids() -> None:
+def test_every_heading_bounds_a_passage_that_keeps_its_whole_path() -> None:
     chunks = chunk_document("a.md", DOC, count, max_tokens=100)
-    assert [c.id for c in chunks] == ["a.md#opening-hours", "a.md#fees-prices"]
-    assert chunks[0].heading == "Handbook > Opening Hours"
+    # `##` ids are what they were when `###` stayed inside; a `###` passage is named under its `##`.
+    assert [c.id for c in chunks] == ["a.md#opening-hours", "a.md#fees-prices", "a.md#fees-prices--discounts"]
+    assert [c.heading for c in chunks] == [
+        "Handbook > Opening Hours",
+        "Handbook > Fees & Prices",
+        "Handbook > Fees & Prices > Discounts",
+    ]
     assert "9 pm" in chunks[0].text and "$14" not in chunks[0].text
-    assert "Students pay less." in chunks[1].text  # ### stays inside its section
+    # A subheading is the breadcrumb, never a sentence of the text.
+    assert chunks[1].text == "A locker costs $14."
+    assert chunks[2].text == "Students pay less."
     assert chunks[0].token_count == count(chunks[0].text)
+
+
+def test_deeper_paths_close_at_their_level() -> None:
+    doc = "# T\n\n## A\n\n### B\n\n#### C\n\nc.\n\n### D\n\nd.\n\n## A\n\n### B\n\nb.\n"
+    chunks = chunk_document("p.md", doc, count)
+    assert [(c.id, c.heading) for c in chunks] == [
+        ("p.md#a--b--c", "T > A > B > C"),
+        ("p.md#a--d", "T > A > D"),
+        ("p.md#a-2--b", "T > A > B"),
+    ]
+    # A deeper heading straight under the title is named under the title's intro.
+    chunks = chunk_document("q.md", "# T\n\nIntro.\n\n### B\n\nb.\n\n## C\n\nc.\n", count)
+    assert [(c.id, c.heading) for c in chunks] == [("q.md#intro", "T"), ("q.md#intro--b", "T > B"), ("q.md#c", "T > C")]
 
 
 def test_long_sections_split_at_paragraphs_under_the_cap() -> None:

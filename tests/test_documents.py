@@ -18,7 +18,7 @@ from pdfminer.high_level import extract_text
 from pdfminer.pdfdocument import PDFDocument, PDFNoOutlines
 from pdfminer.pdfparser import PDFParser
 
-from provenance.chunking import chunk_blocks
+from provenance.chunking import Chunk, chunk_blocks
 from provenance.documents.blocks import Block
 from provenance.documents.pdf import _join, _Line
 from provenance.documents.read import read_document
@@ -52,6 +52,19 @@ COMPOUNDS = "<p>Woodworking is a four-<br>week course. Call the desk on (555) 01
 SECTIONS = ["Lockers", "Project Shelves", "Large Project Bay", "Abandoned Items", "Bike Storage", "Locker Prices"]
 WORD = re.compile(r"[a-z]+(?:-[a-z]+)*")
 HYPHENATED_WORDS = ("woodshop", "membership", "flammables", "makerspace", "abandoned")
+
+
+# Every reader's passages, with the whole heading path: the `###` is a passage of its own under its `##`.
+PATHS = [f"Storage and Lockers > {s}" for s in SECTIONS] + ["Storage and Lockers > Locker Prices > Deposits"]
+TABLE_ROWS = ["Size: Small, Price per month: $8.", "Size: Standard, Price per month: $14."]
+
+
+def assert_heading_paths(chunks: list[Chunk], source: str) -> None:
+    assert [c.heading for c in chunks] == PATHS
+    assert chunks[-1].id == f"{source}#locker-prices--deposits"
+    assert chunks[-1].text == "A refundable key deposit of $20 is taken when a locker is issued."
+    assert chunks[-2].text == "\n".join(TABLE_ROWS)  # the table's rows, each a sentence naming its columns
+    assert not any("Deposits" in c.text for c in chunks)  # a subheading is never a sentence of the text
 
 
 def words(count_text: str) -> int:
@@ -88,13 +101,13 @@ def test_html_headings_lists_and_table_rows_without_the_page_around_them() -> No
     for chrome in ("Home", "Menu item", "analytics", "Related:", "Copyright", "font:"):
         assert chrome not in text  # header, nav, script, aside, footer and style are not passages
     lines = text.splitlines()
-    assert "- A standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month." in lines
-    assert "Size | Price per month" in lines and "Standard | $14" in lines
+    assert "• A standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month." in lines
+    assert all(row in lines for row in TABLE_ROWS)
     assert "measures" in text and "\u00ad" not in text  # the page's soft hyphens are gone
 
     chunks = chunk_blocks("storage.html", blocks, words)
-    assert [c.heading for c in chunks] == [f"Storage and Lockers > {s}" for s in SECTIONS]
-    assert "Deposits." in chunks[-1].text and all(c.pages is None for c in chunks)
+    assert_heading_paths(chunks, "storage.html")
+    assert all(c.pages is None for c in chunks)
 
 
 def test_html_without_a_single_h1_takes_its_title_and_sections_from_the_page() -> None:
@@ -111,10 +124,11 @@ def test_docx_heading_styles_lists_and_tables(tmp_path: Path) -> None:
     blocks = read_document("storage.docx", path.read_bytes())
     assert headings(blocks) == [(1, "Storage and Lockers")] + [(2, s) for s in SECTIONS] + [(3, "Deposits")]
     lines = body(blocks).splitlines()
-    assert "- A large locker measures 60 cm by 60 cm by 90 cm and costs $22 per month." in lines
-    assert "Size | Price per month" in lines and "Small | $8" in lines
+    assert "• A large locker measures 60 cm by 60 cm by 90 cm and costs $22 per month." in lines
+    assert all(row in lines for row in TABLE_ROWS)
     chunks = chunk_blocks("storage.docx", blocks, words)
     assert [c.id for c in chunks][:2] == ["storage.docx#lockers", "storage.docx#project-shelves"]
+    assert_heading_paths(chunks, "storage.docx")
 
 
 async def test_pdf_without_an_outline_headings_by_size_running_lines_and_hyphens_removed(
@@ -141,12 +155,14 @@ async def test_pdf_without_an_outline_headings_by_size_running_lines_and_hyphens
     assert set(WORD.findall(text.lower())) <= set(WORD.findall(MARKDOWN.lower()))
     assert "orange-tagged" in text  # a real compound keeps its hyphen
     # Chromium draws list markers as shapes, not text: each item is a list line again, as in the Markdown.
-    assert "- A standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month." in text.splitlines()
-    items = [line for line in text.splitlines() if line.startswith("- ")]
-    assert items == [f"- {line[2:]}" for line in MARKDOWN.splitlines() if line.startswith("- ")]
+    assert "• A standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month." in text.splitlines()
+    items = [line for line in text.splitlines() if line.startswith("• ")]
+    assert items == [f"• {line[2:]}" for line in MARKDOWN.splitlines() if line.startswith("- ")]
 
     chunks = chunk_blocks("storage.pdf", blocks, words)
-    assert [c.heading for c in chunks] == [f"Storage and Lockers > {s}" for s in SECTIONS]
+    # A PDF table prints as text lines, not cells: only the heading path is the other readers'.
+    assert [c.heading for c in chunks] == PATHS
+    assert chunks[-1].text == "A refundable key deposit of $20 is taken when a locker is issued."
     assert chunks[0].pages == (1, 1)
     assert all(c.pages is not None and c.pages[0] <= c.pages[1] for c in chunks)
     assert any(c.pages is not None and c.pages[0] < c.pages[1] for c in chunks)  # a passage across pages
@@ -187,6 +203,7 @@ async def test_pdf_outline_gives_the_headings(printed: dict[str, Path]) -> None:
     blocks = read_document("storage-outline.pdf", raw)
     assert headings(blocks) == [(1, "Storage and Lockers")] + [(2, s) for s in SECTIONS] + [(3, "Deposits")]
     assert "Bike Storage" not in body(blocks)  # a heading is not also a line of text
+    assert [c.heading for c in chunk_blocks("storage-outline.pdf", blocks, words)] == PATHS
 
 
 @pytest.mark.parametrize(
@@ -213,3 +230,8 @@ async def test_truncated_encrypted_and_scanned_pdfs_say_why(printed: dict[str, P
     scan = await scanned_pdf(tmp_path / "scan.pdf")
     with pytest.raises(UnreadableDocument, match="no text layer"):
         read_document("scan.pdf", scan.read_bytes())
+
+
+def test_html_inline_elements_are_read_once() -> None:
+    page = b"<html><body><p>Ask in <a href='https://x.example'>#help</a> first, in <b>bold</b>.</p></body></html>"
+    assert body(read_document("help.html", page)).strip() == "Ask in #help first, in bold."

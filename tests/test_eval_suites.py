@@ -117,3 +117,22 @@ def test_generator_on_the_normans_suite(tmp_path: Path) -> None:
         assert reduced.count("\n## ") == 39 - len(g.removed)
         low = reduced.lower()
         assert not [m for c in g.cases for m in c.mustIncludeAny or [] if m.lower() in low]
+
+
+HANDBOOK_18F = REPO_ROOT.parent / "shared" / "corpora" / "18f-handbook" / "pages"
+
+
+def test_18f_suite_is_well_formed() -> None:
+    cases = load_cases(REPO_ROOT / "evals" / "18f-handbook.jsonl")
+    assert len({c.id for c in cases}) == len(cases)
+    assert {c.bucket for c in cases} == {"answerable", "near-miss"}
+    assert sum(c.expect == "answer" and bool(c.mustIncludeAny) for c in cases) >= 30
+    assert sum(c.expect == "refuse" for c in cases if c.bucket == "near-miss") >= 10
+
+
+@pytest.mark.skipif(not HANDBOOK_18F.is_dir(), reason="the 18F handbook is not beside this checkout")
+def test_18f_references_are_handbook_text() -> None:
+    # The handbook as written, line breaks aside: a reference is a reader's words, never Markdown syntax.
+    handbook = " ".join(" ".join(p.read_text(encoding="utf-8").split()) for p in HANDBOOK_18F.rglob("*.md"))
+    cases = load_cases(REPO_ROOT / "evals" / "18f-handbook.jsonl")
+    assert not [(c.id, m) for c in cases for m in c.mustIncludeAny or [] if m not in handbook]

@@ -1,5 +1,14 @@
-"""Split documents into passages: `##` headings are hard boundaries, long sections split at paragraph
-boundaries under a token cap. Ids are stable: `file#slug`, with `-pN` when split.
+"""Split documents into passages: every heading bounds a passage, and each passage keeps its whole heading
+path (title > `##` > `###` > ...), which is its breadcrumb; headings are never sentences of its text. Long
+sections split at paragraph boundaries under a token cap, then at their sentence units (a list item, a
+table row, a sentence; a code block is never split). Ids are stable: `file#slug` for a `##` section (as
+they were when deeper headings stayed inside it), `file#slug--subslug` for a deeper one, with `-pN` when
+split.
+
+Why every heading and not only `##`: a passage has one breadcrumb, and the breadcrumb is what a sentence is
+read with (retrieval, relevance, the local generator's choice). A `###` left inside its `##` passage would
+give its sentences the parent's path, so "The company pays 100% of the premium" under Dental Insurance
+would read as an answer about the medical premium. Measured on the 18F handbook in the issue-33 report.
 
 Every format reaches the chunker the same way, as blocks (`provenance.documents`); Markdown text goes
 through its reader here, so `chunk_document` keeps working on text."""
@@ -11,7 +20,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from provenance.documents.blocks import Block, Pages, merge_pages
+from provenance import text as T
+from provenance.documents.blocks import CODE_INDENT, Block, Pages, merge_pages
 from provenance.documents.markdown import read_markdown
 
 
@@ -44,6 +54,8 @@ def slugify(text: str) -> str:
 class _Section:
     path: list[str]
     lines: list[Block]
+    group: int = 0  # which `#`/`##` heading it is under, counted in order: its deeper sections share it
+    group_depth: int = 1  # how much of `path` that heading's own: 1 for the title, 2 for a `##`
 
 
 def _has_text(section: _Section) -> bool:
@@ -51,10 +63,13 @@ def _has_text(section: _Section) -> bool:
 
 
 def _sections(blocks: Sequence[Block], title_fallback: str) -> list[_Section]:
-    """Group lines by their heading path; `#` is the document title, `##` starts a section."""
+    """Group lines by their heading path; `#` is the document title, and every heading starts a section."""
     sections: list[_Section] = []
     title = title_fallback
     current = _Section([title], [])
+    path: list[str] = [title]  # title, then the open heading at each level below it
+    levels: list[int] = [1]
+    group, group_depth = 0, 1
     for block in blocks:
         if block.level:
             level, name = block.level, block.text
@@ -62,14 +77,20 @@ def _sections(blocks: Sequence[Block], title_fallback: str) -> list[_Section]:
                 title = name or title
                 if not _has_text(current):
                     current = _Section([title], [])
+                    path, levels = [title], [1]
                     continue
+            if _has_text(current):
+                sections.append(current)
             if level <= 2:
-                if _has_text(current):
-                    sections.append(current)
-                current = _Section([title] if level == 1 else [title, name], [])
-                continue
-            # Deeper headings stay inside their section as text so the sentence context survives.
-            current.lines.append(Block(name + ".", 0, block.pages))
+                group, group_depth = group + 1, min(level, 2)
+            if level == 1:
+                path, levels = [title], [1]
+            else:
+                while len(levels) > 1 and levels[-1] >= level:
+                    levels.pop()
+                    path.pop()
+                path, levels = [*path, name], [*levels, level]
+            current = _Section(list(path), [], group, group_depth)
             continue
         current.lines.append(block)
     if _has_text(current):
@@ -85,20 +106,28 @@ class _Unit:
     pages: Pages | None
 
 
-def _paragraphs(lines: list[Block]) -> list[_Unit]:
-    paragraphs: list[_Unit] = []
-    buf: list[Block] = []
+def _paragraphs(lines: list[Block]) -> list[list[_Unit]]:
+    """Paragraphs, each as its lines (a list's items, a table's rows, a paragraph's one line)."""
+    paragraphs: list[list[_Unit]] = []
+    buf: list[_Unit] = []
     for line in [*lines, Block("")]:
         if line.text.strip():
-            buf.append(line)
+            buf.append(_Unit(line.text.rstrip(), line.pages))
         elif buf:
-            paragraphs.append(_Unit("\n".join(b.text.rstrip() for b in buf), merge_pages(b.pages for b in buf)))
+            paragraphs.append(buf)
             buf = []
     return paragraphs
 
 
-def _sentences(paragraph: str) -> list[str]:
-    return [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])", paragraph) if s.strip()]
+def _joined(lines: list[_Unit]) -> _Unit:
+    return _Unit("\n".join(u.text for u in lines), merge_pages(u.pages for u in lines))
+
+
+def _sentences(unit: _Unit) -> list[_Unit]:
+    """A line too long to keep whole, as its sentences; a code block stays whole."""
+    if unit.text.startswith(CODE_INDENT):
+        return [unit]
+    return [_Unit(unit.text[a:b], unit.pages) for a, b in T.sentence_spans(unit.text)] or [unit]
 
 
 def chunk_document(source: str, text: str, count_tokens: Callable[[str], int], max_tokens: int = 256) -> list[Chunk]:
@@ -112,12 +141,21 @@ def chunk_blocks(
     stem = source.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     chunks: list[Chunk] = []
     used_slugs: dict[str, int] = {}
+    group_slugs: dict[int, str] = {}
     for section in _sections(blocks, title_fallback=stem):
         heading = " > ".join(section.path)
-        base = slugify(section.path[-1]) if len(section.path) > 1 else "intro"
-        used_slugs[base] = used_slugs.get(base, 0) + 1
-        if used_slugs[base] > 1:
-            base = f"{base}-{used_slugs[base]}"
+        if section.group not in group_slugs:
+            # A `##` section (or the title's intro): numbered among its own kind, so a deeper heading
+            # never moves the id of a `##` section that the evals and bookmarks name.
+            top = slugify(section.path[1]) if section.group_depth > 1 else "intro"
+            used_slugs[top] = used_slugs.get(top, 0) + 1
+            group_slugs[section.group] = top if used_slugs[top] == 1 else f"{top}-{used_slugs[top]}"
+        deeper = [slugify(name) for name in section.path[section.group_depth :]]
+        base = "--".join([group_slugs[section.group], *deeper])
+        if deeper:
+            used_slugs[base] = used_slugs.get(base, 0) + 1
+            if used_slugs[base] > 1:
+                base = f"{base}-{used_slugs[base]}"
         parts = _pack(_paragraphs(section.lines), count_tokens, max_tokens)
         for i, part in enumerate(parts, start=1):
             pid = f"{source}#{base}" if len(parts) == 1 else f"{source}#{base}-p{i}"
@@ -125,15 +163,26 @@ def chunk_blocks(
     return chunks
 
 
-def _pack(paragraphs: list[_Unit], count_tokens: Callable[[str], int], max_tokens: int) -> list[_Unit]:
-    """Greedily join paragraphs while under the cap; a single paragraph over the cap splits by sentence
-    (each sentence keeps its paragraph's pages: a line's position within a page is not kept)."""
+def _pack(paragraphs: list[list[_Unit]], count_tokens: Callable[[str], int], max_tokens: int) -> list[_Unit]:
+    """Greedily join paragraphs while under the cap; a paragraph over the cap splits into its lines, and a
+    line over it into its sentences (each keeps its paragraph's pages: a line's position within a page is
+    not kept). A code block is never split."""
     units: list[_Unit] = []
-    for paragraph in paragraphs:
-        if count_tokens(paragraph.text) <= max_tokens:
-            units.append(paragraph)
-        else:
-            units.extend(_Unit(s, paragraph.pages) for s in _sentences(paragraph.text))
+    for lines in paragraphs:
+        whole = _joined(lines)
+        if count_tokens(whole.text) <= max_tokens:
+            units.append(whole)
+            continue
+        group: list[_Unit] = []
+        for line in lines:
+            pieces = [line] if count_tokens(line.text) <= max_tokens else _sentences(line)
+            for piece in pieces:
+                if group and count_tokens(_joined([*group, piece]).text) > max_tokens:
+                    units.append(_joined(group))
+                    group = []
+                group.append(piece)
+        if group:
+            units.append(_joined(group))
     parts: list[_Unit] = []
     current: _Unit | None = None
     for unit in units:

@@ -441,7 +441,12 @@ def cmd_evals(args: argparse.Namespace) -> int:
     )
     fab = "n/a" if score.fabrication_rate is None else f"{100 * score.fabrication_rate:.1f}%"
     fr = "n/a" if score.false_refusal_rate is None else f"{100 * score.false_refusal_rate:.1f}%"
-    print(f"{score.n} cases: fabrication {fab}, false refusal {fr}, accuracy {100 * score.accuracy:.1f}%")
+    ac = "n/a" if score.answered_correctly is None else f"{100 * score.answered_correctly:.1f}%"
+    rec = "n/a" if score.recall is None else f"{100 * score.recall:.1f}%"
+    print(
+        f"{score.n} cases: fabrication {fab}, false refusal {fr}, accuracy {100 * score.accuracy:.1f}%, "
+        f"answered correctly {ac}, recall@k {rec}"
+    )
     print(f"report: {out}")
     return 0
 

@@ -105,6 +105,9 @@ class CaseResult(msgspec.Struct, rename="camel", kw_only=True):
     answer_correct: bool | None = None
     # The answer the gate saw, kept in the eval record only so the threshold sweep can score correctness.
     candidate_answer: str | None = msgspec.field(default=None, name="candidate")
+    # Whether a retrieved passage (the top k) holds a reference answer: recall@k, what even a perfect model's
+    # answer needs. None for a case without reference strings.
+    retrieved_answer: bool | None = None
 
     @property
     def correct(self) -> bool:
@@ -137,6 +140,14 @@ def load_cases(path: Path) -> list[Case]:
             'set "expect" to "answer", "refuse" or "block" (and fill mustIncludeAny) before running them'
         )
     return cases
+
+
+def retrieved_answer(texts: Sequence[str], must_include_any: Sequence[str] | None) -> bool | None:
+    """Whether one of the retrieved passages holds a reference string (case and line breaks aside)."""
+    if not must_include_any:
+        return None
+    flat = [" ".join(t.split()).lower() for t in texts]
+    return any(" ".join(m.split()).lower() in t for m in must_include_any for t in flat)
 
 
 def answer_matches(answer: str | None, must_include_any: Sequence[str] | None) -> bool | None:
@@ -194,6 +205,11 @@ def to_result(case: Case, response: AskResponse, candidate: str | None) -> CaseR
             else None
         ),
         candidate_answer=candidate,
+        retrieved_answer=(
+            retrieved_answer([p.text for p in response.stages.retrieval.passages], case.mustIncludeAny)
+            if case.expect == "answer"
+            else None
+        ),
     )
 
 
@@ -247,6 +263,8 @@ class Score(msgspec.Struct):
     answered_correctly: float | None
     mean_ms: float
     p95_ms: float
+    # Of the answerable cases with reference strings: a retrieved passage holds one (recall@k).
+    recall: float | None = None
 
 
 def _rate(num: int, den: int) -> float | None:
@@ -270,6 +288,10 @@ def score(results: Sequence[CaseResult]) -> Score:
         answered_correctly=_rate(sum(bool(r.answer_correct) for r in keyed_all), len(keyed_all)),
         mean_ms=statistics.fmean(ms),
         p95_ms=ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))],
+        recall=_rate(
+            sum(bool(r.retrieved_answer) for r in keyed_all),
+            sum(r.retrieved_answer is not None for r in keyed_all),
+        ),
     )
 
 
@@ -404,7 +426,8 @@ def render_report(
         "",
         f"**Fabrication rate: {_pct(overall.fabrication_rate)}** (answered when it should have refused or "
         f"blocked) · false refusals {_pct(overall.false_refusal_rate)} · accuracy {_pct(overall.accuracy)} · "
-        f"answerable questions answered correctly {_pct(overall.answered_correctly)}",
+        f"answerable questions answered correctly {_pct(overall.answered_correctly)} · a reference answer in "
+        f"the {settings.retrieval.k} retrieved passages (recall@{settings.retrieval.k}) {_pct(overall.recall)}",
         "",
         "## Scorecard",
         "",

@@ -28,7 +28,8 @@ from provenance.verifiers.vectors import vocabulary_words
 
 # A file whose first line is this marker documents the corpus rather than belonging to it (COVERAGE.md).
 IGNORE_MARKER = "<!-- provenance: ignore -->"
-CHUNKER_VERSION = "1"
+# 2: Markdown read by a CommonMark parser, every heading a passage with its whole path (issue 33).
+CHUNKER_VERSION = "2"
 REMOVED_SHOWN = 5
 
 

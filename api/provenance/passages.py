@@ -13,3 +13,7 @@ class ScoredPassage(msgspec.Struct, frozen=True):
     text: str
     score: float
     pages: list[int] | None = None  # the pages of a paged source (PDF) it came from, in order
+    # Its sentence units as [start, end) offsets into `text`, as ingest decided them (passage_sentences);
+    # empty when none are stored (a passage built in a test, or text quarantine rewrote): then
+    # `provenance.text.sentence_spans` decides them from the text, by the same rule.
+    sentences: tuple[tuple[int, int], ...] = ()

@@ -670,6 +670,28 @@ class CorpusStore(_Pooled):
             )
         return True
 
+    # --- sentence units (passage_sentences) ------------------------------------------------------
+
+    async def sentence_spans(
+        self, corpus: str, segmenter: str, passage_ids: Sequence[str]
+    ) -> dict[str, tuple[tuple[int, int], ...]]:
+        """passage id -> its stored sentence spans under `segmenter`, in order; a passage without any is absent."""
+        if not passage_ids:
+            return {}
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT passage_id, start_char, end_char FROM passage_sentences"
+                " WHERE corpus = $1 AND segmenter = $2 AND passage_id = ANY($3::text[])"
+                " ORDER BY passage_id, ordinal",
+                corpus,
+                segmenter,
+                list(passage_ids),
+            )
+        out: dict[str, list[tuple[int, int]]] = {}
+        for r in rows:
+            out.setdefault(r["passage_id"], []).append((r["start_char"], r["end_char"]))
+        return {pid: tuple(spans) for pid, spans in out.items()}
+
     # --- retrieval -----------------------------------------------------------------------------
     # Each search is one statement. The HNSW index (one over every corpus) yields its nearest rows before the
     # corpus filter; the pool's connections run iterative scans (provenance.db.create_pool), which keep

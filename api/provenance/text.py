@@ -1,10 +1,14 @@
-"""Small, dependency-free text analysis shared by the local generator, verifier and lexical check."""
+"""Small text analysis shared by the local generator, verifier and lexical check; sentence boundaries come
+from a maintained segmenter (pysbd), everything else is dependency-free."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
+
+import pysbd
 
 _WORDS_DIR = Path(__file__).resolve().parent / "data" / "words"
 
@@ -27,7 +31,6 @@ _MONTHS = frozenset(MONTHS)
 _WORD = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?(?:[.,:][0-9]+)*")
 _NUMBER = re.compile(r"(?<![\w.])[$£€]?\d+(?:[.,:]\d+)*(?:\s?%)?")
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9$£€])")
 _NUMBER_WORDS = {
     "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7", "eight": "8",
     "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "fifteen": "15", "twenty": "20", "thirty": "30",
@@ -160,17 +163,100 @@ def has_negation(text: str) -> bool:
     return any(w in NEGATIONS or w.endswith("n't") for w in words(text))
 
 
-def split_sentences(text: str) -> list[str]:
-    """Sentences of a passage; each list item or line of a list counts as one."""
-    out: list[str] = []
-    for block in re.split(r"\n\s*\n", text):
-        lines = [ln.strip() for ln in block.splitlines() if ln.strip()]
-        is_list = all(re.match(r"^([-*+]|\d+[.)])\s+", ln) for ln in lines[1:]) and len(lines) > 1
-        units = lines if is_list or any(re.match(r"^([-*+]|\d+[.)])\s+", ln) for ln in lines) else [" ".join(lines)]
-        for unit in units:
-            unit = re.sub(r"^([-*+]|\d+[.)])\s+", "", unit)
-            out.extend(s.strip() for s in _SENTENCE_END.split(unit) if len(s.strip()) > 1)
+# The segmenter that decides a passage's sentence units (stored with them: db/migrations/006). pysbd, the
+# Golden Rules segmenter: it knows abbreviations ("U.S.", "e.g.", "a.m.", "Dr."), decimals, initials and
+# ellipses, which the hand rule it replaced cut at ("The U.S. General ..." was two sentences). Measured
+# beside that rule in tests/test_segmenter.py and the issue-33 report. A new version is a new key, so stored
+# spans are recomputed, never mixed.
+SEGMENTER_VERSION: str = f"pysbd-{pysbd.__version__}"
+_SEGMENTER = pysbd.Segmenter(language="en", clean=False)
+_LIST_MARKER = re.compile(r"(?:[-*+•◦]|\d+[.)])\s+")
+_CODE_INDENT = "    "
+
+
+# Where a sentence could end inside a unit: a stop, with or without a closing quote or bracket, then a space;
+# or an inline list's next item ("1) this 2) that"), which the segmenter splits too.
+_MAY_END = re.compile(r"[.!?…][\"'’”)\]]*\s|\s\d{1,2}[.)]|[•⁃]")
+
+
+@lru_cache(maxsize=65536)
+def _segment(unit: str) -> tuple[str, ...]:
+    # A unit with no stop before a space is one sentence whatever the segmenter reads (a list item, a table
+    # row, a short sentence), and asking it costs milliseconds: most units are these.
+    if not _MAY_END.search(unit.rstrip()):
+        return (unit,)
+    return tuple(_SEGMENTER.segment(unit))
+
+
+def _unit_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The sentences of one unit, text[start:end] (a paragraph, a list item, a table row), by the segmenter,
+    which reads the unit whole (its list marker tells it an inline list follows); the marker itself is not
+    part of the first sentence."""
+    while start < end and text[start].isspace():
+        start += 1
+    unit = text[start:end].replace("\n", " ")  # same length: offsets into the unit are offsets into text
+    if not unit.strip():
+        return []
+    out: list[tuple[int, int]] = []
+    pos = 0
+    for piece in _segment(unit):
+        at = unit.find(piece, pos) if piece else -1
+        if at < 0:  # the segmenter kept every character (clean=False); a miss is a piece it rewrote
+            continue
+        pos = at + len(piece)
+        a, b = at, at + len(piece)
+        if not out and a == 0 and (marker := _LIST_MARKER.match(unit, 0, b)):
+            a = marker.end()
+        while a < b and unit[a].isspace():
+            a += 1
+        while b > a and unit[b - 1].isspace():
+            b -= 1
+        if b - a > 1:
+            out.append((start + a, start + b))
     return out
+
+
+@lru_cache(maxsize=16384)
+def _spans(text: str) -> tuple[tuple[int, int], ...]:
+    out: list[tuple[int, int]] = []
+    for para in re.finditer(r"(?:[^\n]|\n(?![ \t]*\n))+", text):
+        lines = [m for m in re.finditer(r"[^\n]+", para.group(0)) if m.group(0).strip()]
+        if not lines:
+            continue
+        base = para.start()
+        if all(m.group(0).startswith(_CODE_INDENT) for m in lines):
+            # A code block: one unit, never split (provenance.documents.markdown indents its lines).
+            a = base + lines[0].start() + len(lines[0].group(0)) - len(lines[0].group(0).lstrip())
+            out.append((a, base + lines[-1].end()))
+            continue
+        if any(_LIST_MARKER.match(m.group(0).lstrip()) for m in lines):
+            # A list: each item (each line) is a unit of its own, ended even without a final period.
+            for m in lines:
+                out.extend(_unit_spans(text, base + m.start(), base + m.end()))
+            continue
+        # Prose: the paragraph's lines are one unit, however they were wrapped.
+        out.extend(_unit_spans(text, base + lines[0].start(), base + lines[-1].end()))
+    return tuple(out)
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """The sentence units of `text` as [start, end) code-point offsets: a passage's, decided once at ingest
+    and stored (`passage_sentences`), or an answer's. Paragraphs (blank-line separated) are read apart; in a
+    list each item is a unit; a code block (every line indented four spaces) is one; prose is split by the
+    segmenter. List markers are not part of a sentence."""
+    return list(_spans(text))
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of a passage or an answer (single-spaced); each list item counts as one."""
+    return [_single_spaced(text[a:b]) for a, b in _spans(text)]
+
+
+def section_path(heading: str) -> str:
+    """A passage's breadcrumb below its document's title ("Benefits > Health > Dental" -> "Health >
+    Dental"): the context its sentences are read with. A passage of the title's own has the title."""
+    parts = heading.split(" > ")
+    return " > ".join(parts[1:]) or parts[0]
 
 
 def overlap(a: set[str], b: set[str]) -> float:
@@ -193,53 +279,25 @@ def quoted_in(claim: str, text: str) -> bool:
 
 
 @lru_cache(maxsize=4096)
-def _sentence_set(text: str) -> frozenset[str]:
-    return frozenset(_single_spaced(s) for s in split_sentences(text))
+def _sentence_set(text: str, spans: tuple[tuple[int, int], ...] | None = None) -> frozenset[str]:
+    return frozenset(s for _, _, s in sentence_ranges(text, spans))
 
 
-def is_sentence_of(claim: str, text: str) -> bool:
+def is_sentence_of(claim: str, text: str, spans: Sequence[tuple[int, int]] | None = None) -> bool:
     """Whether `claim` is one whole sentence of `text`, word for word. A mere substring is not enough:
     "the fee is $30" inside "If you join before May, the fee is $30" says something else."""
-    return _single_spaced(claim) in _sentence_set(text)
+    return _single_spaced(claim) in _sentence_set(text, tuple(spans) if spans else None)
 
 
-def sentence_ranges(text: str) -> list[tuple[int, int, str]]:
-    """Each sentence of `text` (as `split_sentences` gives them) with its [start, end) in `text`.
-
-    Sentences lose list markers and line breaks, so they are located by their non-space characters, in
-    order: a sentence that occurs twice maps to the occurrence after the one before it."""
-    squeezed, where = [], []
-    for i, ch in enumerate(text):
-        if not ch.isspace():
-            squeezed.append(ch)
-            where.append(i)
-    flat = "".join(squeezed)
-    out: list[tuple[int, int, str]] = []
-    pos = 0
-    for sentence in split_sentences(text):
-        needle = "".join(sentence.split())
-        at = flat.find(needle, pos)
-        if at < 0 or not needle:
-            continue
-        out.append((where[at], where[at + len(needle) - 1] + 1, sentence))
-        pos = at + len(needle)
-    return out
+def sentence_ranges(text: str, spans: Sequence[tuple[int, int]] | None = None) -> list[tuple[int, int, str]]:
+    """Each sentence of `text` with its [start, end) in `text` and its words single-spaced: by `spans` when
+    given (a passage's stored ones), else by `sentence_spans`."""
+    return [(a, b, _single_spaced(text[a:b])) for a, b in (spans if spans else _spans(text))]
 
 
-# The version of the sentence segmentation below (`split_sentences`, `sentence_ranges`): what keys the sentence
-# spans and vectors stored at ingest (passage_sentences), so a change to how sentences are split is a recompute.
-SEGMENTER_VERSION = "rules-1"
-
-
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """The [start, end) of each sentence unit of a passage, in code points: what ingest stores (with each
-    one's vector) in passage_sentences. The sentence's text is `text[start:end]`."""
-    return [(start, end) for start, end, _ in sentence_ranges(text)]
-
-
-def sentences_around(text: str, start: int, end: int) -> str:
+def sentences_around(text: str, start: int, end: int, spans: Sequence[tuple[int, int]] | None = None) -> str:
     """The sentence(s) of `text` holding characters [start, end), joined; empty when none does."""
-    hit = [s for a, b, s in sentence_ranges(text) if a < end and b > start]
+    hit = [s for a, b, s in sentence_ranges(text, spans) if a < end and b > start]
     return " ".join(hit)
 
 

@@ -63,6 +63,38 @@ def rank_headings(blocks: Sequence[Block], title: str | None) -> list[Block]:
     return ranked
 
 
+# A code block's lines in passage text: indented, as Markdown writes code, so it reads as code and
+# `provenance.text.sentence_spans` keeps it whole.
+CODE_INDENT = "    "
+_BULLET = "• "
+
+
+def bullet() -> str:
+    """The marker a list item's line starts with in passage text: a reader's bullet, not Markdown's."""
+    return _BULLET
+
+
+def table_sentences(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    """A table read row by row: each row one sentence naming its columns ("Day: Monday, Hours: 10."), so
+    every cell is a fact with its header beside it. Empty cells are left out; a column without a header
+    gives its cell alone. Commas, not semicolons: a claim is split at a semicolon, and "Salary: $73,500"
+    alone would have lost the row it is the salary of."""
+    out = []
+    for row in rows:
+        cells = []
+        for n, cell in enumerate(row):
+            cell = collapse(cell)
+            if not cell:
+                continue
+            name = collapse(header[n]) if n < len(header) else ""
+            cells.append(f"{name}: {cell}" if name and name != cell else cell)
+        if not cells:
+            continue
+        sentence = ", ".join(cells)
+        out.append(sentence if sentence[-1] in ".!?" else sentence + ".")
+    return out
+
+
 # Invisible in print and on screen, but they split words for search and embedding: soft hyphens (web pages
 # use them for hyphenation), zero-width spaces and joiners, and the byte-order mark.
 _INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u2060\ufeff"))

@@ -1,6 +1,7 @@
 """Word (.docx), read with python-docx: paragraphs in the styles Word offers for headings (Title, Heading 1
 to Heading 9, or a style based on one) are headings; list paragraphs (a List style, or numbering) are one
-line each; each table row is a line, its cells joined by " | ". Everything else is a paragraph.
+line each, bulleted "•"; a table is read row by row into sentences that name their columns (its first row
+is the header). Everything else is a paragraph.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from docx.enum.style import WD_STYLE_TYPE
 from docx.table import Table
 from docx.text.paragraph import Paragraph
 
-from provenance.documents.blocks import BLANK, Block, collapse, rank_headings
+from provenance.documents.blocks import BLANK, Block, bullet, collapse, rank_headings, table_sentences
 
 _HEADING_STYLE = re.compile(r"^heading (\d)$", re.IGNORECASE)
 
@@ -57,7 +58,9 @@ class _Styles:
 
 
 def _table_rows(table: Table) -> list[Block]:
-    rows: list[Block] = []
+    """Row by row into sentences that name their columns (`blocks.table_sentences`); a Word table's first
+    row is its header."""
+    rows: list[list[str]] = []
     for row in table.rows:
         cells: list[str] = []
         for cell in row.cells:
@@ -66,8 +69,10 @@ def _table_rows(table: Table) -> list[Block]:
             if not cells or text != cells[-1]:
                 cells.append(text)
         if any(cells):
-            rows.append(Block(" | ".join(cells)))
-    return rows
+            rows.append(cells)
+    if len(rows) < 2:
+        return [Block(s) for s in table_sentences([], rows)]
+    return [Block(s) for s in table_sentences(rows[0], rows[1:])]
 
 
 def read_docx(path_or_stream: Any) -> list[Block]:
@@ -89,7 +94,7 @@ def read_docx(path_or_stream: Any) -> list[Block]:
         elif listed:
             if not in_list:
                 blocks.append(BLANK)
-            blocks += [Block("- " + collapse(line)) for line in text.splitlines() if line.strip()]
+            blocks += [Block(bullet() + collapse(line)) for line in text.splitlines() if line.strip()]
             in_list = True
         else:
             if in_list:

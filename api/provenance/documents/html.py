@@ -1,5 +1,6 @@
 """HTML, as saved from a browser or exported by a CMS: `h1`-`h6` are headings, paragraphs and other blocks
-are paragraphs, each list item and table row is a line of its own (cells joined by " | ").
+are paragraphs, each list item is a line of its own, and a table is read row by row into sentences that
+name their columns (`blocks.table_sentences`; the first row is the header).
 
 What is around the content is not a passage: scripts, styles, navigation, asides, forms and hidden
 elements are dropped everywhere. When the page marks its content (`main`, or a single `article`), only that
@@ -14,7 +15,7 @@ from typing import Any
 import lxml.html
 from lxml import etree
 
-from provenance.documents.blocks import BLANK, Block, collapse, rank_headings
+from provenance.documents.blocks import BLANK, Block, bullet, collapse, rank_headings, table_sentences
 from provenance.errors import UnreadableDocument
 
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
@@ -70,19 +71,17 @@ class _Walker:
         elif tag == "li":
             self.end_line()
             self.children(el)
-            self.end_line("- " if list_kind != "ol" else f"{index}. ")
-        elif tag == "tr":
-            self.end_line()
-            cells = [collapse(c.text_content()) for c in el if isinstance(c.tag, str) and c.tag in ("td", "th")]
-            if any(cells):
-                self.blocks.append(Block(" | ".join(cells)))
+            self.end_line(bullet() if list_kind != "ol" else f"{index}. ")
+        elif tag == "table":
+            self.end_paragraph()
+            self.blocks += [Block(s) for s in _table(el)]
+            self.end_paragraph()
         elif tag in _BLOCKS:
             self.end_paragraph()
             self.children(el, tag if tag in ("ul", "ol") else None)
             self.end_paragraph()
         else:
-            self.line.append(el.text or "")
-            self.children(el)
+            self.children(el)  # its text, then its children's (an inline element's text was read twice)
         self.line.append(el.tail or "")
 
     def children(self, el: Any, list_kind: str | None = None) -> None:
@@ -95,8 +94,34 @@ class _Walker:
             self.walk(child, list_kind, index)
 
 
+def _table(table: Any) -> list[str]:
+    """The header is the first row (of `th` cells, in a `thead`, or, as in a Word table, simply first) when
+    the table has rows below it."""
+    rows = []
+    for tr in table.iter("tr"):
+        cells = [collapse(c.text_content()) for c in tr if isinstance(c.tag, str) and c.tag in ("td", "th")]
+        if any(cells):
+            rows.append(cells)
+    if len(rows) < 2:
+        return table_sentences([], rows)
+    return table_sentences(rows[0], rows[1:])
+
+
 def _inside_content(el: Any) -> bool:
     return any(a.tag in ("article", "section", "main") for a in el.iterancestors())
+
+
+def read_html_fragment(html: str) -> list[Block]:
+    """A fragment of HTML inside another document (a Markdown file's raw HTML block), read as a page's
+    content is: its lists, tables and headings as such, comments and scripts dropped."""
+    try:
+        root = lxml.html.fragment_fromstring(html, create_parent="div")
+    except (etree.ParserError, ValueError):
+        return []
+    walker = _Walker(drop_chrome=False)
+    walker.walk(root)
+    walker.end_paragraph()
+    return walker.blocks
 
 
 def read_html(raw: bytes) -> list[Block]:

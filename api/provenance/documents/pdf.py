@@ -14,7 +14,7 @@ How a page's text becomes blocks:
 - A paragraph ends where the gap to the next line is over 1.3 times the body's usual line spacing, where
   the size changes, at a bullet, or at a page break after a line that ends a sentence. A bullet is a
   bullet character starting the line, or a small dot or square drawn just left of its first word (how
-  browsers print list markers: a shape, not text); either way the line becomes a "- " list line.
+  browsers print list markers: a shape, not text); either way the line becomes a "•" list line.
 - A word hyphenated at a line end is joined again. A printed break (U+2010, or a soft hyphen) is always
   dropped. A plain hyphen-minus at a line end is the word's own ("four-" + "week") in a document that
   prints its breaks as U+2010 or soft hyphens (a browser's print does); in other documents it stays after
@@ -49,6 +49,7 @@ from pdfminer.psparser import PSLiteral
 from pdfminer.utils import decode_text
 
 from provenance.documents.blocks import BLANK, Block, collapse, rank_headings
+from provenance.documents.blocks import bullet as list_marker
 from provenance.errors import UnreadableDocument
 
 HEADING_RATIO = 1.15
@@ -340,11 +341,11 @@ def _blocks(lines: list[_Line]) -> list[Block]:
             continue
         bullet = _BULLET.match(line.text)
         if bullet:
-            line.text = "- " + line.text[bullet.end() :]
+            line.text = list_marker() + line.text[bullet.end() :]
         if paragraph and (bullet or _breaks(paragraph[-1], line, spacing)):
             # The items of one list are lines of one paragraph, as Markdown writes them and the other
             # readers give them.
-            flush(blank=not (bullet and paragraph[0].text.startswith("- ")))
+            flush(blank=not (bullet and paragraph[0].text.startswith(list_marker())))
         paragraph.append(line)
     flush()
     return blocks

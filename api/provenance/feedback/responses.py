@@ -37,7 +37,9 @@ def served_settings(settings: Settings, profile: str, cache_tag: str = "") -> di
     return {
         "PROFILE": profile,
         "MODEL": settings.profile_model,
-        "LOCAL_MODELS": settings.local_models,
+        "LOCAL_VERIFIER": settings.local_verifier,
+        "LOCAL_GENERATOR": settings.local_generator,
+        "JUDGE": f"{settings.judge.name}:{settings.judge.model or ''}" if settings.judge.enabled else "rules",
         "EMBED_MODEL": settings.embedding.model,
         "RETRIEVAL_K": settings.retrieval.k,
         "RETRIEVAL_MODE": settings.retrieval.mode,

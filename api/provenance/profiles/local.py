@@ -107,8 +107,10 @@ class ExtractiveGenerator:
     def _rank(self, question: str, passages: Sequence[ScoredPassage]) -> list[tuple[float, str, str]]:
         candidates: list[tuple[str, str, str]] = []
         for p in passages:
-            section = p.heading.split(" > ")[-1]
-            candidates += [(s, p.id, section) for s in T.split_sentences(p.text)]
+            # A sentence is read with its path below the title ("Health Insurance > Dental Insurance"): its
+            # subject may be only there ("The company pays 100% of the premium").
+            section = T.section_path(p.heading)
+            candidates += [(s, p.id, section) for _, _, s in T.sentence_ranges(p.text, p.sentences)]
         if not candidates:
             return []
         q_vec = self.sentences.embedder.embed_query(question)

@@ -43,7 +43,7 @@ class ReaderGenerator:
             return None
         best = spans[0]
         passage = passages[best.passage_index]
-        return T.sentences_around(passage.text, best.start, best.end) or best.text, passage.id
+        return T.sentences_around(passage.text, best.start, best.end, passage.sentences) or best.text, passage.id
 
     async def generate(self, question: str, passages: Sequence[ScoredPassage]) -> Generation:
         usage = Usage(model=self.reader.name)

@@ -58,7 +58,7 @@ def _closest(similar: Sequence[SentenceScore], relevant: Sequence[SentenceScore]
 
 def _by_similarity(question: str, passages: Sequence[ScoredPassage], embedder: Embedder) -> list[list[SentenceScore]]:
     q_vec = embedder.embed_query(question)
-    ranges = [T.sentence_ranges(p.text) for p in passages]
+    ranges = [T.sentence_ranges(p.text, p.sentences) for p in passages]
     texts = [text for found in ranges for _, _, text in found]
     sims = iter((embedder.embed_documents(texts) @ q_vec).tolist() if texts else [])
     return [[SentenceScore(start, end, max(0.0, float(next(sims)))) for start, end, _ in found] for found in ranges]

@@ -95,7 +95,8 @@ def quarantine(passages: Sequence[ScoredPassage]) -> QuarantineOutcome:
         text = _tidy(text)
         left = bool(T.split_sentences(text))
         if left:
-            kept.append(msgspec.structs.replace(p, text=text))
+            # The stored spans were offsets into the text as ingested: the rest is re-split by the same rule.
+            kept.append(msgspec.structs.replace(p, text=text, sentences=()))
         held.append(HeldBack(passage_id=p.id, sentences=len(flagged), dropped=not left))
     detail = None
     if held:

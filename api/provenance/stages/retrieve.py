@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import msgspec
 
+from provenance import text as T
 from provenance.corpora import DEFAULT_CORPUS
 from provenance.embedder import Embedder, embed_query_async
 from provenance.errors import ModelMismatch
@@ -45,6 +46,9 @@ async def retrieve(
         passages = await store.hybrid_search(query, question, k, pool_size=max(4 * k, 20), rrf_k=RRF_K, corpus=corpus)
     else:
         passages = await store.vector_search(query, k, corpus)
+    # The sentence units ingest decided for them: every later stage reads these, never a re-split.
+    spans = await store.sentence_spans(corpus, T.SEGMENTER_VERSION, [p.id for p in passages])
+    passages = [msgspec.structs.replace(p, sentences=spans[p.id]) if p.id in spans else p for p in passages]
     stage = RetrievalStage(
         status="ok",
         ms=timer.ms,

@@ -110,7 +110,7 @@ class RelevanceExtractor:
     def features(
         self, question: str, claim: str, claim_vec: np.ndarray, question_vec: np.ndarray, passage: ScoredPassage
     ) -> RelevanceFeatures:
-        section = passage.heading.split(" > ")[-1]
+        section = T.section_path(passage.heading)
         q_mean, _ = self._soft_coverage(question, surface_terms(claim) | surface_terms(section))
         # The mean, not the minimum: members phrase questions in words a handbook doesn't use ("sign up",
         # "hourly charge"), and one such word must not sink a claim the other features support.
@@ -189,7 +189,7 @@ class FeatureVerifier:
         q_vec = self.relevance.sentences.embedder.embed_query(question)
         out: list[list[SentenceScore]] = []
         for passage in passages:
-            ranges = T.sentence_ranges(passage.text)
+            ranges = T.sentence_ranges(passage.text, passage.sentences)
             if not ranges:
                 out.append([])
                 continue

@@ -177,7 +177,7 @@ class RuleSupport:
     def _sentences(self, passage: ScoredPassage) -> list[_Sentence]:
         return [
             _Sentence(start, end, text, surface_terms(text) | _days_within(text), T.numbers(text), T.months(text))
-            for start, end, text in T.sentence_ranges(passage.text)
+            for start, end, text in T.sentence_ranges(passage.text, passage.sentences)
         ]
 
     def _clauses(self, claim: str) -> list[_Clause]:
@@ -273,7 +273,7 @@ class RuleSupport:
 
     def score(self, claim: str, claim_vec: np.ndarray, passage: ScoredPassage) -> PassageSupport:
         sentences = self._sentences(passage)
-        if T.is_sentence_of(claim, passage.text):
+        if T.is_sentence_of(claim, passage.text, passage.sentences):
             hit = next((s for s in sentences if " ".join(s.text.split()) == " ".join(claim.split())), None)
             start, end = (hit.start, hit.end) if hit else (0, len(passage.text))
             return PassageSupport(passage.id, QUOTED_SUPPORT, True, start, end)

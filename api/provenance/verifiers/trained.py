@@ -23,11 +23,11 @@ TRAINED_VERIFIER = "local-trained-verifier"
 EVIDENCE_SENTENCES = 2
 
 
-def evidence_for(claim: str, passage_text: str) -> tuple[str, bool]:
+def evidence_for(claim: str, passage_text: str, spans: Sequence[tuple[int, int]] | None = None) -> tuple[str, bool]:
     """What the claim is checked against in one passage, and whether it is quoted from it."""
-    if T.is_sentence_of(claim, passage_text):
+    if T.is_sentence_of(claim, passage_text, spans):
         return claim, True
-    sentences = T.split_sentences(passage_text)
+    sentences = [s for _, _, s in T.sentence_ranges(passage_text, spans)]
     if len(sentences) <= EVIDENCE_SENTENCES:
         return " ".join(sentences), False
     terms = T.content_terms(claim)
@@ -58,7 +58,7 @@ class TrainedVerifier:
 
         A question that asks two things is answered by a claim that answers either: the score is the best
         over the whole question and its parts."""
-        evidence = [(p, *evidence_for(claim, p.text)) for p in passages]
+        evidence = [(p, *evidence_for(claim, p.text, p.sentences)) for p in passages]
         if any(quoted for *_, quoted in evidence):
             evidence = [e for e in evidence if e[2]]
         questions = list(dict.fromkeys([question, *T.sub_questions(question)]))
@@ -98,7 +98,7 @@ class TrainedVerifier:
         """Each sentence of each passage read as a quoted claim (its own evidence): how well it answers the
         question or, for a two-part question, either part. One batch for them all."""
         questions = list(dict.fromkeys([question, *T.sub_questions(question)]))
-        ranges = [T.sentence_ranges(p.text) for p in passages]
+        ranges = [T.sentence_ranges(p.text, p.sentences) for p in passages]
         items = [(q, text, text) for found in ranges for _, _, text in found for q in questions]
         logits = iter(await self.model.logits_async(items) if items else [])
         return [
