@@ -110,6 +110,7 @@ class LiveServer:
     def __init__(self, settings: Settings, http: HttpImpl = "auto") -> None:
         from provenance.app import create_app
 
+        self.settings = settings
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.http = http

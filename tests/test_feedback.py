@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -84,7 +85,28 @@ def ask(server: LiveServer, question: str, client: str) -> dict[str, Any]:
     r = httpx.post(f"{server.url}/ask", json={"question": question}, headers=_as(client), timeout=60)
     assert r.status_code == 200, r.text
     body: dict[str, Any] = r.json()
+    if body["status"] != "blocked":
+        kept(server.settings, body["requestId"])
     return body
+
+
+def kept(settings: Settings, request_id: str, within_s: float = 30.0) -> None:
+    """Wait until the response log has written the response (it flushes every FEEDBACK_FLUSH_MS, off the
+    request path): a verdict sent before then is a 404, which the page retries and a test need not race."""
+
+    async def poll() -> None:
+        conn = await asyncpg.connect(
+            settings.database.url or "", server_settings={"search_path": settings.database.schema}
+        )
+        try:
+            deadline = time.monotonic() + within_s
+            while not await conn.fetchval("SELECT 1 FROM recent_responses WHERE request_id = $1", request_id):
+                assert time.monotonic() < deadline, f"{request_id} was not written within {within_s} s"
+                await asyncio.sleep(0.05)
+        finally:
+            await conn.close()
+
+    asyncio.run(poll())
 
 
 def rate(server: LiveServer, client: str, body: Any, **headers: str) -> httpx.Response:
