@@ -12,6 +12,8 @@ def test_healthz_reports_database_and_corpus(live_server: LiveServer) -> None:
     assert body["database"] == "up" and body["passages"] > 20
     assert body["profile"] == "local" and body["version"]
     assert len(r.headers["x-request-id"]) >= 8
+    name, duration = r.headers["server-timing"].split(";dur=")
+    assert name == "app" and 0 < float(duration) < 10_000
 
 
 def test_malformed_json_is_a_400_json_error_and_the_server_keeps_serving(live_server: LiveServer) -> None:

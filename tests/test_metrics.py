@@ -137,7 +137,7 @@ def _same_404(denied: httpx.Response, unknown: httpx.Response, unknown_path: str
             "message": unknown.json()["error"]["message"].replace(unknown_path, "/metrics"),
         }
     }
-    volatile = {"x-request-id", "content-length", "date"}
+    volatile = {"x-request-id", "server-timing", "content-length", "date"}
     assert {k: v for k, v in denied.headers.items() if k not in volatile} == {
         k: v for k, v in unknown.headers.items() if k not in volatile
     }
