@@ -16,7 +16,9 @@ from provenance.evals import (
     json_record,
     load_cases,
     render_report,
+    relevance_rules_table,
     rescore,
+    rescore_relevance,
     run_cases,
     score,
     tradeoff_svg,
@@ -96,6 +98,32 @@ def test_rescoring_matches_the_gate() -> None:
     assert rescore([msgspec.structs.replace(local, claim_relevance=[0.9, 0.5])], rules, 0.6)[0].status == "answered"
     svg = tradeoff_svg([(t, 0.1, 0.0) for t in THRESHOLDS], "t", 0.7)
     assert svg.startswith("<svg") and svg.count("<circle") == len(THRESHOLDS)
+
+
+def test_a_judged_case_is_rescored_with_the_rules_relevance_or_both_and_its_caps_stay() -> None:
+    # Quoted claims (support 1.0) that the judge found half-answering and the rules found answering.
+    judged = refused_case(
+        status="refused",
+        relevance_rule="every",
+        claim_support=[1.0, 1.0],
+        claim_relevance=[0.55, 0.6],
+        claim_judge_relevance=[0.55, 0.6],
+        claim_rules_relevance=[0.9, 0.8],
+    )
+    rules = GateSettings(min_claim=0.4)
+    assert rescore_relevance([judged], rules, "judge", "every")[0].status == "refused"
+    assert rescore_relevance([judged], rules, "rules", "every")[0].status == "answered"
+    assert rescore_relevance([judged], rules, "either (max)", "every")[0].status == "answered"
+    assert rescore_relevance([judged], rules, "mean", "every")[0].status == "answered"  # 0.725 and 0.7
+    # A lexical cap (the stored 0.2 under the judge's 0.6) bounds every source: the mean falls below 0.7.
+    capped = msgspec.structs.replace(judged, claim_relevance=[0.55, 0.2])
+    assert rescore_relevance([capped], rules, "rules", "every")[0].status == "refused"
+    assert rescore_relevance([capped], rules, "rules", "best")[0].status == "answered"
+    # A case no judge scored keeps its outcome, and the report leaves the table out.
+    assert rescore_relevance([refused_case()], rules, "rules", "best")[0].status == "refused"
+    assert relevance_rules_table([refused_case()], rules) == []
+    table = relevance_rules_table([judged, capped], rules)
+    assert len([line for line in table if line.startswith("| ") and "%" in line]) == 8
 
 
 @pytest.mark.skipif(not EXTERNAL.exists(), reason=f"external suite not found at {EXTERNAL}")

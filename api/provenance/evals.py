@@ -21,7 +21,7 @@ from provenance.claims import is_meta_claim
 from provenance.db import MAINTENANCE_TIMEOUT_S, create_pool, migrate, resolve_database_url
 from provenance.embedder import Embedder
 from provenance.ingest import ingest
-from provenance.models import AskResponse, ClaimResult
+from provenance.models import AskResponse, ClaimResult, RelevanceRule
 from provenance.pipeline import Pipeline
 from provenance.ports import Profile
 from provenance.progress import Progress
@@ -99,6 +99,10 @@ class CaseResult(msgspec.Struct, rename="camel", kw_only=True):
     relevance_rule: str | None = None
     claim_support: list[float]
     claim_relevance: list[float]
+    # When a reading judge scored the claims: each claim's relevance as the judge gave it (calibrated, before
+    # the lexical caps) and as the rules gave it, so that other ways of combining the two can be re-scored.
+    claim_judge_relevance: list[float | None] | None = None
+    claim_rules_relevance: list[float | None] | None = None
     ms: float
     must_include_any: list[str] | None = None
     must_not_include: list[str] | None = None
@@ -181,6 +185,7 @@ def answer_right(
 
 def to_result(case: Case, response: AskResponse, candidate: str | None) -> CaseResult:
     g = response.stages.groundedness
+    judged = any(c.judge is not None for c in g.claims)
     return CaseResult(
         id=case.id,
         bucket=case.bucket,
@@ -196,6 +201,8 @@ def to_result(case: Case, response: AskResponse, candidate: str | None) -> CaseR
         relevance_rule=g.relevance_rule,
         claim_support=[c.support for c in g.claims],
         claim_relevance=[c.relevance for c in g.claims],
+        claim_judge_relevance=[None if c.judge is None else c.judge.relevance for c in g.claims] if judged else None,
+        claim_rules_relevance=[c.local_relevance for c in g.claims] if judged else None,
         ms=response.total_ms,
         must_include_any=case.mustIncludeAny,
         must_not_include=case.mustNotInclude,
@@ -335,6 +342,92 @@ def rescore(results: Sequence[CaseResult], rules: GateSettings, threshold: float
     return out
 
 
+# How a judge's relevance and the rules' may be combined (re-scored in the report when a judge scored).
+RELEVANCE_SOURCES: dict[str, Callable[[float, float], float]] = {
+    "judge": lambda judge, rules: judge,
+    "rules": lambda judge, rules: rules,
+    "either (max)": max,
+    "mean": lambda judge, rules: (judge + rules) / 2,
+}
+
+
+RELEVANCE_RULES: tuple[RelevanceRule, ...] = ("every", "best")
+
+
+def rescore_relevance(
+    results: Sequence[CaseResult], rules: GateSettings, source: str, relevance_rule: RelevanceRule
+) -> list[CaseResult]:
+    """The judged cases re-scored with each claim's relevance taken from `source` (RELEVANCE_SOURCES) under
+    the gate's `relevance_rule`. A lexical cap stays: a claim whose stored relevance is below what the judge
+    gave was capped, and the cap bounds any other source too. Cases without the judge's record keep their
+    outcome."""
+    combine = RELEVANCE_SOURCES[source]
+    out = []
+    for r in results:
+        if not r.claim_support or r.status == "blocked" or r.claim_judge_relevance is None:
+            out.append(r)
+            continue
+        claims = []
+        for s, final, judge, own in zip(
+            r.claim_support, r.claim_relevance, r.claim_judge_relevance, r.claim_rules_relevance or [], strict=True
+        ):
+            if judge is None or own is None:
+                relevance = final  # not judged (its support failed the floor): as it was
+            else:
+                capped = final < judge - 1e-3
+                relevance = min(combine(judge, own), final) if capped else combine(judge, own)
+            claims.append(
+                ClaimResult(
+                    text="",
+                    support=s,
+                    relevance=relevance,
+                    supporting_passage_ids=[],
+                    lexical_overlap=0.0,
+                    local_support=s,
+                    model_relevance=relevance if relevance_rule == "best" else None,
+                )
+            )
+        passed = gate(claims, rules).decision == "pass"
+        answer = (r.answer or r.candidate_answer) if passed else None
+        out.append(
+            msgspec.structs.replace(
+                r,
+                status="answered" if passed else "refused",
+                answer=answer,
+                answer_correct=(
+                    answer_right(r.bucket, answer, r.must_include_any, r.must_not_include)
+                    if r.expect == "answer"
+                    else None
+                ),
+            )
+        )
+    return out
+
+
+def relevance_rules_table(results: Sequence[CaseResult], rules: GateSettings) -> list[str]:
+    """Where a judge scored relevance: each source and gate rule, re-scored from the stored claim scores."""
+    if not any(r.claim_judge_relevance is not None for r in results):
+        return []
+    lines = [
+        "## Relevance: the judge's, the rules', or both",
+        "",
+        "Re-scored from the stored claim scores at the configured thresholds: each claim's relevance from the "
+        "judge, from the rules, or from both, under the gate's two rules (`every`: the claims' mean and the "
+        "weakest claim; `best`: the most relevant claim). The lexical caps stay, whichever source.",
+        "",
+        "| relevance from | gate rule | fabrication | false refusal | accuracy | answered correctly |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for source in RELEVANCE_SOURCES:
+        for rule in RELEVANCE_RULES:
+            s = score(rescore_relevance(results, rules, source, rule))
+            lines.append(
+                f"| {source} | {rule} | {_pct(s.fabrication_rate)} | {_pct(s.false_refusal_rate)} "
+                f"| {_pct(s.accuracy)} | {_pct(s.answered_correctly)} |"
+            )
+    return [*lines, ""]
+
+
 # --- report ---------------------------------------------------------------------------------------
 
 
@@ -455,6 +548,7 @@ def render_report(
         "",
         f"![fabrication against false refusal across thresholds]({plot_name})",
         "",
+        *relevance_rules_table(results, settings.gate),
         "## k sweep",
         "",
         "Re-run end to end for each k (retrieval changes what every later stage sees, so nothing is re-scored).",
