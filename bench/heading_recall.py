@@ -1,8 +1,10 @@
 """Recall@k with each passage's whole heading path embedded and indexed beside its text, against the
 two-level heading (title > `##`) ingest used before issue 33: the same passages, the same retrieval, only
-the heading string differs.
+the heading string differs. A third variant, `merged`, asks whether a `###` should bound a passage at all:
+deeper sections stay inside their `##` passage (as before issue 33, their heading a "Name." line of the
+text), with the two-level breadcrumb.
 
-    .venv/bin/python -m bench.heading_recall [--corpus DIR] [--cases FILE] [--k 4] [--variants full,two-level]
+    .venv/bin/python -m bench.heading_recall [--corpus DIR] [--cases FILE] [--k 4] [--variants full,two-level,merged]
 
 A case counts when one of the k retrieved passages holds one of its `mustIncludeAny` strings (as
 `provenance evals` reports recall@k). Each variant is ingested into a schema of its own, dropped afterwards.
@@ -17,9 +19,11 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
+from provenance import chunking
 from provenance import ingest as ingest_module
 from provenance.chunking import Chunk
 from provenance.db import MAINTENANCE_TIMEOUT_S, create_pool, migrate, resolve_database_url
+from provenance.documents.blocks import BLANK, Block
 from provenance.evals import load_cases, retrieved_answer
 from provenance.services import load_embedder
 from provenance.settings import REPO_ROOT, load_settings
@@ -33,20 +37,37 @@ def two_level(chunks: Sequence[Chunk]) -> list[Chunk]:
     return [dataclasses.replace(c, heading=" > ".join(c.heading.split(" > ")[:2])) for c in chunks]
 
 
-async def recall(corpus: Path, cases_path: Path, k: int, variant: str) -> tuple[int, int, list[str]]:
+def merged(sections: list[chunking._Section]) -> list[chunking._Section]:
+    """Each `##` group as one section: its deeper headings become "Name." lines, as before issue 33."""
+    out: list[chunking._Section] = []
+    for section in sections:
+        deeper = section.path[section.group_depth :]
+        lines = [Block(f"{' > '.join(deeper)}."), BLANK, *section.lines] if deeper else list(section.lines)
+        if out and out[-1].group == section.group:
+            out[-1].lines.extend([BLANK, *lines])
+        else:
+            out.append(
+                chunking._Section(section.path[: section.group_depth], lines, section.group, section.group_depth)
+            )
+    return out
+
+
+async def recall(corpus: Path, cases_path: Path, k: int, variant: str) -> tuple[int, int, list[str], int]:
     settings = load_settings()
     embedder = load_embedder(settings)
     schema = f"bench_{uuid.uuid4().hex[:10]}"
     eval_settings = settings.with_overrides(db_schema=schema)
     dsn = resolve_database_url(eval_settings)
     pool = await create_pool(dsn, eval_settings)
-    chunk_blocks = ingest_module.chunk_blocks
+    chunk_blocks, sections = ingest_module.chunk_blocks, chunking._sections
     if variant == "two-level":
         ingest_module.chunk_blocks = lambda *a, **kw: two_level(chunk_blocks(*a, **kw))  # type: ignore[assignment]
+    elif variant == "merged":
+        chunking._sections = lambda *a, **kw: merged(sections(*a, **kw))  # type: ignore[assignment]
     try:
         await migrate(pool)
         store = CorpusStore(pool)
-        await ingest_module.ingest(
+        report = await ingest_module.ingest(
             store, corpus, lambda: embedder, settings.embedding.model, settings.ingest.chunk_max_tokens
         )
         cases = [c for c in load_cases(cases_path) if c.expect == "answer" and c.mustIncludeAny]
@@ -55,9 +76,9 @@ async def recall(corpus: Path, cases_path: Path, k: int, variant: str) -> tuple[
             got = await retrieve(case.question, embedder, store, k, settings.retrieval.mode, settings.embedding.model)
             if not retrieved_answer([p.text for p in got.passages], case.mustIncludeAny):
                 missed.append(case.id)
-        return len(cases) - len(missed), len(cases), missed
+        return len(cases) - len(missed), len(cases), missed, report.passages
     finally:
-        ingest_module.chunk_blocks = chunk_blocks
+        ingest_module.chunk_blocks, chunking._sections = chunk_blocks, sections
         await pool.close()
         conn_pool = await create_pool(dsn, settings)
         async with conn_pool.acquire() as conn:
@@ -70,11 +91,15 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=HANDBOOK)
     parser.add_argument("--cases", type=Path, default=REPO_ROOT / "evals" / "18f-handbook.jsonl")
     parser.add_argument("--k", type=int, default=4)
-    parser.add_argument("--variants", default="full,two-level")
+    parser.add_argument("--variants", default="full,two-level,merged")
     args = parser.parse_args()
     for variant in args.variants.split(","):
-        hit, n, missed = asyncio.run(recall(args.corpus, args.cases, args.k, variant))
-        print(f"{variant}: recall@{args.k} {hit}/{n} ({100 * hit / n:.1f}%); missed: {', '.join(missed) or 'none'}")
+        hit, n, missed, passages = asyncio.run(recall(args.corpus, args.cases, args.k, variant))
+        print(
+            f"{variant}: {passages} passages, recall@{args.k} {hit}/{n} ({100 * hit / n:.1f}%);"
+            f" missed: {', '.join(missed) or 'none'}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
