@@ -122,7 +122,7 @@ def main() -> int:
     coef = load_coefficients()
     sentences = SentenceEmbeddings(embedder)
     judge = RuleSupport(sentences, WordVectors(embedder), coef.support)
-    judge.set_corpus([p.text for p in passages])
+    judge.set_corpus([(p.text, p.sentences or ()) for p in passages])
     y = np.asarray([pair_label(p) for p in pairs], dtype=float)
     order = list(range(len(pairs)))
     random.Random(SEED).shuffle(order)

@@ -222,7 +222,7 @@ def main() -> int:
         # Each HaluEval item is its own one-passage corpus; the probes come from ours.
         from_corpus = kind.startswith("corpus probe")
         if from_corpus and not extractor.vocabulary:
-            extractor.set_corpus(corpus_texts)
+            extractor.set_corpus([(text, ()) for text in corpus_texts])
         elif not from_corpus:
             extractor.vocabulary = {}
         passage = ScoredPassage(id="k", source="halueval", heading="", text=knowledge, score=0.0)

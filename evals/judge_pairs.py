@@ -111,7 +111,7 @@ async def score_pairs(
     missing = sorted({str(p["source"]) for p in pairs} - set(by_source))
     if missing:
         raise SystemExit(f"sources not found under {folder}: {missing}")
-    rules.set_corpus([p.text for ps in by_source.values() for p in ps])
+    rules.set_corpus([(p.text, p.sentences or ()) for ps in by_source.values() for p in ps])
     out = []
     for n, pair in enumerate(pairs):
         claim = str(pair["claim"])

@@ -117,7 +117,7 @@ async def test_a_judge_that_says_yes_to_everything_cant_overrule_a_veto(
     server, url = judge_server
     server.reply = says(0.99)
     rules = build_feature_verifier(embedder)
-    rules.set_corpus([PASSAGE.text])
+    rules.set_corpus([(PASSAGE.text, ())])
     judge = ModelJudge(client_for(Settings(), url), JUDGE, server=url, calibration=None)
     verifier = JudgedVerifier(rules, judge, independent=True)
     claims = ["Each month a standard locker is $14.", "A standard locker costs $99 per month."]
@@ -152,7 +152,7 @@ async def test_a_quoted_claim_needs_no_support_judgment(
     server, url = judge_server
     server.reply = says(0.8)
     rules = build_feature_verifier(embedder)
-    rules.set_corpus([PASSAGE.text])
+    rules.set_corpus([(PASSAGE.text, ())])
     verifier = JudgedVerifier(
         rules, ModelJudge(client_for(Settings(), url), JUDGE, server=url, calibration=None), independent=True
     )

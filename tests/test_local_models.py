@@ -36,7 +36,7 @@ NORMANS = ScoredPassage(
 def verifier(embedder: Embedder) -> TrainedVerifier:
     built = build_verifier("trained", embedder)
     assert isinstance(built.verifier, TrainedVerifier) and built.cache_tag == "trained"
-    built.on_corpus([LOCKERS.text, NORMANS.text])
+    built.on_corpus([(LOCKERS.text, ()), (NORMANS.text, ())])
     return built.verifier
 
 

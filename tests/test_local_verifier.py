@@ -35,7 +35,7 @@ QUESTION = "How much does a standard locker cost per month?"
 @pytest.fixture(scope="module")
 def verifier(embedder: Embedder) -> FeatureVerifier:
     v = build_feature_verifier(embedder)
-    v.set_corpus([PASSAGE.text])
+    v.set_corpus([(PASSAGE.text, ())])
     return v
 
 
@@ -141,7 +141,7 @@ KEYFOB = ScoredPassage(
 @pytest.fixture(scope="module")
 def support_judge(embedder: Embedder) -> RuleSupport:
     judge = build_feature_verifier(embedder).support
-    judge.set_corpus([KEYFOB.text])
+    judge.set_corpus([(KEYFOB.text, ())])
     return judge
 
 

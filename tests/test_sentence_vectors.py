@@ -166,11 +166,22 @@ async def test_start_up_embeds_nothing_and_a_question_embeds_only_itself(
     counting = CountingEmbedder(getattr(embedder, "inner", embedder))
     # The service's own embedder stack (the micro-batcher and the per-request memo) over the counted model.
     monkeypatch.setattr(services_module, "get_embedder", lambda *args: counting)
+    pool = await create_pool(pg_dsn, settings)
+    rows = await Store(pool).passage_texts(100, T.SEGMENTER_VERSION)
+    await pool.close()
+    # What start-up reads for the verifier's vocabulary: each passage with the spans ingest stored for it.
+    assert rows and all(spans == T.sentence_spans(text) for text, spans in rows)
+    stored = {text for text, _ in rows}
+    split: list[str] = []
+    segment = T._spans
+    monkeypatch.setattr(T, "_spans", lambda text: split.append(text) or segment(text))
     services = await build_services(settings, with_guards=False)
     try:
         # Start-up embeds nothing of the corpus: only the local screener's own fixed examples (17 sentences,
         # whatever the corpus).
         assert counting.texts == [*_INJECTION_EXEMPLARS, *_OFF_TOPIC_EXEMPLARS]
+        # Nor does it split a passage into sentences again: the verifier learns the corpus by the stored spans.
+        assert stored and not stored & set(split)
         for i in range(2):  # the first question after start-up, and a second one with nothing cached
             before = len(counting.texts)
             outcome = await services.pipeline.ask(LOCKERS, request_id=f"t{i}", use_cache=False)

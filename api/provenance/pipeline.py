@@ -149,7 +149,7 @@ class Pipeline:
                 words = await self.store.word_vectors(self.embedder.model_name, STORED_WORDS_READ)
                 self.profile.word_vectors(words)
             if self.profile.on_corpus is not None:
-                texts = await self.store.passage_texts(CORPUS_VOCABULARY_PASSAGES)
+                texts = await self.store.passage_texts(CORPUS_VOCABULARY_PASSAGES, T.SEGMENTER_VERSION)
                 await asyncio.to_thread(self.profile.on_corpus, texts)
             self._vocabulary_of = versions
         self.corpora = {c.name: KnownCorpus(c.embedding_model, c.version) for c in corpora}

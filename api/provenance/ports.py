@@ -12,6 +12,10 @@ import numpy as np
 from provenance.models import EvidenceSpan, JudgeRecord
 from provenance.passages import ScoredPassage
 
+# A stored passage's text and its sentence spans (code-point offsets, decided once at ingest; empty where none
+# are stored): what the verifier learns a corpus's vocabulary from, without splitting a sentence again.
+CorpusText = tuple[str, Sequence[tuple[int, int]]]
+
 
 class Usage(msgspec.Struct, frozen=True):
     model: str
@@ -109,7 +113,7 @@ class SupportJudge(Protocol):
 
     def judge(self, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> list[list[PassageSupport]]: ...
 
-    def set_corpus(self, passage_texts: Sequence[str]) -> None: ...
+    def set_corpus(self, passages: Sequence[CorpusText]) -> None: ...
 
 
 class Screener(Protocol):
@@ -212,8 +216,9 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     # Told the stored word vectors (word, vector) when the corpora are (re)loaded, before `on_corpus`: the
     # local verifier's vocabulary, read rather than embedded at start-up.
     word_vectors: Callable[[Iterable[tuple[str, np.ndarray]]], None] | None = None
-    # Told the corpus's passage texts whenever the corpus is (re)loaded; the local verifier learns its vocabulary.
-    on_corpus: Callable[[Sequence[str]], None] | None = None
+    # Told the corpus's passages (text, stored sentence spans) whenever the corpus is (re)loaded; the local
+    # verifier learns its vocabulary.
+    on_corpus: Callable[[Sequence[CorpusText]], None] | None = None
     # The reading judge (JUDGE), when one judges this profile's claims: what /healthz names, and what the
     # service stops (its model server) when it stops.
     judge: JudgeHandle | None = None

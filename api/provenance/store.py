@@ -245,10 +245,24 @@ class CorpusStore(_Pooled):
             )
         return None if row is None else PassageOut(**dict(row))
 
-    async def passage_texts(self, limit: int) -> list[str]:
+    async def passage_texts(self, limit: int, segmenter: str) -> list[tuple[str, list[tuple[int, int]]]]:
+        """Up to `limit` passages' texts, each with its stored sentence spans under `segmenter` in order (empty
+        where none are stored)."""
         async with self._conn() as conn:
-            rows = await conn.fetch("SELECT text FROM passages ORDER BY source, position LIMIT $1", limit)
-        return [r["text"] for r in rows]
+            rows = await conn.fetch(
+                "SELECT p.text, s.starts, s.ends FROM"
+                " (SELECT corpus, id, text, source, position FROM passages ORDER BY source, position LIMIT $1) p"
+                " LEFT JOIN LATERAL ("
+                "   SELECT array_agg(u.start_char ORDER BY u.start_char) AS starts,"
+                "          array_agg(u.end_char ORDER BY u.start_char) AS ends"
+                "   FROM (SELECT DISTINCT start_char, end_char FROM passage_sentences"
+                "         WHERE corpus = p.corpus AND passage_id = p.id AND segmenter = $2) u"
+                " ) s ON true"
+                " ORDER BY p.source, p.position",
+                limit,
+                segmenter,
+            )
+        return [(r["text"], list(zip(r["starts"] or (), r["ends"] or (), strict=True))) for r in rows]
 
     async def stored_hashes(self, corpus: str = DEFAULT_CORPUS) -> dict[str, tuple[str, str]]:
         """passage id -> (content hash, embedding model), to skip re-embedding unchanged passages."""

@@ -18,7 +18,7 @@ import numpy as np
 
 from provenance.embedder import Embedder
 from provenance.judges import BuiltJudge, build_judge, independent_of_generator
-from provenance.ports import Verifier
+from provenance.ports import CorpusText, Verifier
 from provenance.settings import LocalModels, Settings
 from provenance.verifiers.features import FeatureVerifier, build_feature_verifier, build_support_judge
 from provenance.verifiers.judged import JudgedVerifier
@@ -30,8 +30,8 @@ class LocalVerifier(msgspec.Struct, frozen=True):
 
     # What judges every claim: the local verifier, or the reading judge on top of it.
     verifier: Verifier
-    # Told the corpus's passage texts whenever it is (re)loaded.
-    on_corpus: Callable[[Sequence[str]], None]
+    # Told the corpus's passages (text, stored sentence spans) whenever it is (re)loaded.
+    on_corpus: Callable[[Sequence[CorpusText]], None]
     # Told the stored vectors of the retrieved passages' sentences (text, vector), read from the store.
     sentence_vectors: Callable[[Iterable[tuple[str, np.ndarray]]], None]
     # Told the stored word vectors (word, vector) when the corpora are (re)loaded, before `on_corpus`.
@@ -47,7 +47,7 @@ class LocalVerifier(msgspec.Struct, frozen=True):
 
 
 # A local verifier, what to tell it of the corpus, and its part of the cache key.
-_Built = tuple[Verifier, Callable[[Sequence[str]], None], str]
+_Built = tuple[Verifier, Callable[[Sequence[CorpusText]], None], str]
 
 
 def _features(embedder: Embedder, sentences: SentenceEmbeddings, words: WordVectors) -> _Built:

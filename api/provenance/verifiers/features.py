@@ -25,7 +25,15 @@ from provenance import text as T
 from provenance.embedder import Embedder
 from provenance.models import EvidenceSpan
 from provenance.passages import ScoredPassage
-from provenance.ports import MISSING_VERDICT, ClaimVerdict, PassageSupport, SentenceScore, SupportJudge, Verification
+from provenance.ports import (
+    MISSING_VERDICT,
+    ClaimVerdict,
+    CorpusText,
+    PassageSupport,
+    SentenceScore,
+    SupportJudge,
+    Verification,
+)
 from provenance.verifiers.rules import LogisticModel, PassageScore, answer_type_match, expected_answer_type, supporting
 from provenance.verifiers.support import RuleSupport
 from provenance.verifiers.vectors import SentenceEmbeddings, WordVectors, soft_match, surface_terms
@@ -76,10 +84,10 @@ class RelevanceExtractor:
         self.words = words
         self.vocabulary: dict[str, str] = {}
 
-    def set_corpus(self, passage_texts: Sequence[str]) -> None:
+    def set_corpus(self, passages: Sequence[CorpusText]) -> None:
         """Learn the words the whole corpus uses."""
         vocabulary: dict[str, str] = {}
-        for text in passage_texts:
+        for text, _ in passages:
             for stem_, word in surface_terms(text).items():
                 vocabulary.setdefault(stem_, word)
         words = list(vocabulary.values())
@@ -138,9 +146,9 @@ class FeatureVerifier:
         self.relevance = relevance
         self.coef = coefficients or load_coefficients()
 
-    def set_corpus(self, passage_texts: Sequence[str]) -> None:
-        self.support.set_corpus(passage_texts)
-        self.relevance.set_corpus(passage_texts)
+    def set_corpus(self, passages: Sequence[CorpusText]) -> None:
+        self.support.set_corpus(passages)
+        self.relevance.set_corpus(passages)
 
     def relevance_of(
         self, question: str, claim: str, claim_vec: np.ndarray, question_vec: np.ndarray, passage: ScoredPassage

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from provenance import text as T
 from provenance.cross_encoders import Calibration, PairVerifier, get_verifier, load_calibration, sigmoid
 from provenance.passages import ScoredPassage
-from provenance.ports import MISSING_VERDICT, ClaimVerdict, SentenceScore, SupportJudge, Verification
+from provenance.ports import MISSING_VERDICT, ClaimVerdict, CorpusText, SentenceScore, SupportJudge, Verification
 from provenance.verifiers.features import evidence_of, passage_verdicts, veto_of
 from provenance.verifiers.rules import PassageScore, supporting
 
@@ -44,8 +44,8 @@ class TrainedVerifier:
         self.calibration = calibration
         self.support = support
 
-    def set_corpus(self, passage_texts: Sequence[str]) -> None:
-        self.support.set_corpus(passage_texts)
+    def set_corpus(self, passages: Sequence[CorpusText]) -> None:
+        self.support.set_corpus(passages)
 
     def probability(self, logit: float) -> float:
         c = self.calibration
