@@ -162,6 +162,36 @@ async def test_statement_matches_python_fusion_on_ties(fresh_store: Store) -> No
         assert p.score == pytest.approx(float(np.dot(vectors[p.id], query)), abs=1e-6)
 
 
+async def test_a_lexeme_most_passages_hold_is_left_out_of_the_text_query(
+    fresh_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ranking every passage that shares a lexeme with the question is what made retrieval grow with the
+    corpus: a lexeme in more than COMMON_LEXEME_PASSAGES passages is counted at the switch and left out, so a
+    question's rare word still finds its passages and a common one no longer ranks them all."""
+    from provenance import store as store_module
+
+    monkeypatch.setattr(store_module, "COMMON_LEXEME_PASSAGES", 3)
+    rng = np.random.default_rng(3)
+    texts = [f"Members pay the fee number {i}." for i in range(5)] + ["Members may rent a locker."]
+    rows = [Chunk(f"f{i}.md#a", f"f{i}.md", "", 0, text, 6) for i, text in enumerate(texts)]
+    vectors = {c.id: unit(rng.standard_normal(384)) for c in rows}
+    await fresh_store.replace_corpus(rows, vectors, "synthetic", "v1", "fp", [])
+    async with fresh_store.pool.acquire() as conn:
+        common = {r["lexeme"]: r["passages"] for r in await conn.fetch("SELECT lexeme, passages FROM common_lexemes")}
+    assert common == {"member": 6, "pay": 5, "fee": 5, "number": 5}
+    far = unit(rng.standard_normal(384))  # a query vector near none of them: what comes first is the text's
+    got = await fresh_store.hybrid_search(far, "Can members rent a locker?", 2, pool_size=1, rrf_k=RRF_K)
+    assert "f5.md#a" in [p.id for p in got]
+    # Only common lexemes: no text ranking at all, the vector half alone.
+    only_common = await fresh_store.hybrid_search(far, "What fee do members pay?", 3, pool_size=3, rrf_k=RRF_K)
+    assert [p.id for p in only_common] == [p.id for p in await fresh_store.vector_search(far, 3)]
+    # A corpus at or under the bound lists none, so its retrieval is what it was; a removed one keeps none.
+    monkeypatch.setattr(store_module, "COMMON_LEXEME_PASSAGES", 6)
+    await fresh_store.replace_corpus(rows, vectors, "synthetic", "v2", "fp2", [])
+    async with fresh_store.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM common_lexemes") == 0
+
+
 async def test_pool_connections_scan_hnsw_iteratively(fresh_store: Store) -> None:
     """The pool's connections carry hnsw.iterative_scan (what SET LOCAL in a transaction used to do)."""
     async with fresh_store.pool.acquire() as conn:

@@ -155,6 +155,10 @@ def _corpus_state(row: Any) -> CorpusState:
 
 # Hybrid retrieval in one statement (CorpusStore.hybrid_search): $1 query vector, $2 question, $3 corpus,
 # $4 pool size per ranking, $5 the RRF constant, $6 top-k.
+# A lexeme in more of a corpus's passages than this is left out of hybrid search's text query
+# (db/migrations/009_common_lexemes.sql, which counts the corpora it finds with the same number).
+COMMON_LEXEME_PASSAGES = 2000
+
 HYBRID_SEARCH_SQL = """
 WITH nearest AS (
     -- LIMIT before the window, so the HNSW index serves the ORDER BY and only the pool is numbered; the rows
@@ -169,10 +173,13 @@ WITH nearest AS (
     ) pool
 ),
 q AS (
-    -- OR of the question's own lexemes: websearch_to_tsquery would AND them.
+    -- OR of the question's own lexemes: websearch_to_tsquery would AND them. A lexeme in more passages than
+    -- COMMON_LEXEME_PASSAGES (db/migrations/009) is left out: ranking every passage that holds it is what
+    -- made retrieval grow with the corpus.
     SELECT to_tsquery('english', coalesce((
-        SELECT string_agg(quote_literal(lexeme), ' | ')
-        FROM unnest(tsvector_to_array(to_tsvector('english', $2))) AS lexeme
+        SELECT string_agg(quote_literal(l.lexeme), ' | ')
+        FROM unnest(tsvector_to_array(to_tsvector('english', $2))) AS l(lexeme)
+        WHERE NOT EXISTS (SELECT 1 FROM common_lexemes c WHERE c.corpus = $3 AND c.lexeme = l.lexeme)
     ), '')) AS query
 ),
 matched AS (
@@ -478,6 +485,16 @@ class CorpusStore(_Pooled):
                 model,
                 timeout=timeout,
             )
+            await conn.execute("DELETE FROM common_lexemes WHERE corpus = $1", corpus, timeout=timeout)
+            if len(keep) > COMMON_LEXEME_PASSAGES:
+                # A scan of the corpus's text vectors: seconds at 100k passages, once per ingest.
+                await conn.execute(
+                    "INSERT INTO common_lexemes (corpus, lexeme, passages) SELECT $1, word, ndoc"
+                    " FROM ts_stat(format('SELECT tsv FROM passages WHERE corpus = %L', $1::text)) WHERE ndoc > $2",
+                    corpus,
+                    COMMON_LEXEME_PASSAGES,
+                    timeout=timeout,
+                )
             await conn.execute(
                 """
                 INSERT INTO corpus_state
@@ -639,7 +656,8 @@ class CorpusStore(_Pooled):
 
     async def remove_corpus(self, corpus: str) -> RemovedCorpus | None:
         """Drop a corpus whole, in one transaction: its passages, their sentences, its cached answers, its
-        staging area and its state. Nothing of another corpus is touched. None when there is no such corpus.
+        staging area, its common lexemes and its state. Nothing of another corpus is touched. None when there is
+        no such corpus.
 
         An HNSW index needs no rebuild: the rows leave it as they leave the table (vacuum reclaims them)."""
         timeout = MAINTENANCE_TIMEOUT_S
@@ -665,6 +683,7 @@ class CorpusStore(_Pooled):
                 corpus,
                 timeout=timeout,
             )
+            await conn.execute("DELETE FROM common_lexemes WHERE corpus = $1", corpus, timeout=timeout)
         if state is None and not passages and not staged:
             return None
         return RemovedCorpus(corpus, int(passages), int(sentences), int(answers), int(staged))
