@@ -1,12 +1,15 @@
 """The hosted path measured end to end with scripted model outputs (issue 23, item 3).
 
     .venv/bin/python -m evals.hosted [--out evals/hosted.md] [--json FILE] [--limit N] [--ids ID,ID]
+        [--corpus DIR --cases FILE [--cases FILE ...] --scripts FILE]
 
 The `anthropic` profile runs through the real `anthropic` SDK against the fake Messages API of
-`tests/fake_anthropic.py` on loopback, over `corpus/` ingested into a throwaway schema by the same in-process
-pipeline `provenance evals` uses (cache off, no guards). What the "model" says comes from
-`evals/hosted-scripts.jsonl`, written by hand for every answerable case of `evals/cases.jsonl` and
-`evals/paraphrase.jsonl` and committed before any tuning; it is read as written and never edited.
+`tests/fake_anthropic.py` on loopback, over a corpus (`corpus/` unless --corpus) ingested into a throwaway
+schema by the same in-process pipeline `provenance evals` uses (cache off, no guards). What the "model" says
+comes from a scripts file, written by hand and committed before any tuning; it is read as written and never
+edited. By default `evals/hosted-scripts.jsonl`, for every answerable case of `evals/cases.jsonl` and
+`evals/paraphrase.jsonl`; `evals/hosted-scripts-18f.jsonl` is the same for the 18F handbook suite
+(`--corpus ../shared/corpora/18f-handbook/pages --cases evals/18f-handbook.jsonl`).
 
 Each case is asked four times:
 
@@ -17,9 +20,11 @@ Each case is asked four times:
 
 The fake screens every question "ok"; generates the scripted answer, citing the scripted passages that are in
 its prompt (else the prompt's passages from the same file, else none); and returns the scripted claims with
-supported_probability 0.95, those passage ids, and relevance_probability 0.95 (0.05 in c1). The report gives,
-per kind and per suite, how many were answered, refused (by the judgment that failed) and blocked, and every
-case that missed its kind's target with the figures that decided it.
+supported_probability 0.95, those passage ids, and relevance_probability 0.95 (0.05 in c1). A scripted passage
+id the corpus doesn't have (scripts written for another reader's ids) is never in a prompt, so it takes that
+fallback; the report names every such id. The report gives, per kind and per suite, how many were answered,
+refused (by the judgment that failed) and blocked, and every case that missed its kind's target with the
+figures that decided it.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TextIO
@@ -50,7 +55,7 @@ from provenance.settings import REPO_ROOT, Settings
 from tests.fake_anthropic import PASSAGE_TAG, FakeAnthropic, RecordedRequest, Reply, default_responder
 
 SCRIPTS = REPO_ROOT / "evals" / "hosted-scripts.jsonl"
-CASE_FILES = {"cases": REPO_ROOT / "evals" / "cases.jsonl", "paraphrase": REPO_ROOT / "evals" / "paraphrase.jsonl"}
+CASE_FILES = (REPO_ROOT / "evals" / "cases.jsonl", REPO_ROOT / "evals" / "paraphrase.jsonl")
 DEFAULT_OUT = REPO_ROOT / "evals" / "hosted.md"
 SUPPORTED = 0.95
 RELEVANT = 0.95
@@ -67,7 +72,6 @@ LABEL: dict[Kind, str] = {
     "off_honest": "(c1) off the question, honest verdict",
     "off_wrong": "(c2) off the question, verdict wrongly relevant",
 }
-SUITES = ("cases", "paraphrase")
 
 
 # --- the scripts --------------------------------------------------------------------------------
@@ -83,7 +87,7 @@ class Script(msgspec.Struct, frozen=True):
 
 class ScriptRow(msgspec.Struct, frozen=True):
     id: str
-    suite: Literal["cases", "paraphrase"]
+    suite: str  # the suite the case is from, as the report groups it: cases, paraphrase, 18f
     faithful: Script
     fabricated: Script
     offQuestion: Script
@@ -100,8 +104,8 @@ def load_scripts(path: Path) -> list[ScriptRow]:
     return load_jsonl(path, ScriptRow)
 
 
-def load_questions() -> dict[str, Case]:
-    return {case.id: case for path in CASE_FILES.values() for case in load_cases(path)}
+def load_questions(paths: Sequence[Path] = CASE_FILES) -> dict[str, Case]:
+    return {case.id: case for path in paths for case in load_cases(path)}
 
 
 # --- the scripted model -------------------------------------------------------------------------
@@ -216,6 +220,8 @@ class Record(msgspec.Struct, rename="camel"):
     scripted_claims: list[str] = msgspec.field(default_factory=list)
     scripted_passages: list[str] = msgspec.field(default_factory=list)
     retrieved: list[str] = msgspec.field(default_factory=list)  # scripted passages that were in the prompt
+    # Scripted passages the ingested corpus has no passage of that id for: never in a prompt, whatever retrieval did.
+    not_in_corpus: list[str] = msgspec.field(default_factory=list)
     cited: list[str] = msgspec.field(default_factory=list)
     claims: list[ClaimRecord] = msgspec.field(default_factory=list)
     dropped_claims: list[str] = msgspec.field(default_factory=list)
@@ -231,7 +237,14 @@ class Record(msgspec.Struct, rename="camel"):
         return self.status == "answered"
 
 
-def record_of(row: ScriptRow, kind: Kind, question: str, turn: Turn, response: AskResponse | None) -> Record:
+def record_of(
+    row: ScriptRow,
+    kind: Kind,
+    question: str,
+    turn: Turn,
+    response: AskResponse | None,
+    corpus_ids: Collection[str] = (),
+) -> Record:
     script = turn.script
     missing: list[str] = []
     if kind in ("off_honest", "off_wrong"):
@@ -250,6 +263,7 @@ def record_of(row: ScriptRow, kind: Kind, question: str, turn: Turn, response: A
         scripted_claims=script.claims,
         scripted_passages=script.passages,
         retrieved=[pid for pid in script.passages if pid in turn.generation_ids],
+        not_in_corpus=[pid for pid in script.passages if corpus_ids and pid not in corpus_ids],
         cited=turn.cited,
         model_calls=turn.tools,
         question_facts_missing=missing,
@@ -325,6 +339,7 @@ async def run_all(
     ticker = Ticker(len(rows) * len(KINDS), "hosted")
     try:
         async with ingested_pipeline(settings, corpus, embedder, profile) as pipeline:
+            corpus_ids = set(await pipeline.store.stored_hashes())
             for row in rows:
                 question = questions[row.id].question
                 for kind in KINDS:
@@ -332,9 +347,9 @@ async def run_all(
                     model.turn = turn
                     try:
                         outcome = await pipeline.ask(question, request_id=f"hosted-{row.id}-{kind}", use_cache=False)
-                        rec = record_of(row, kind, question, turn, outcome.response)
+                        rec = record_of(row, kind, question, turn, outcome.response, corpus_ids)
                     except Exception as exc:
-                        rec = record_of(row, kind, question, turn, None)
+                        rec = record_of(row, kind, question, turn, None, corpus_ids)
                         rec.error = "".join(traceback.format_exception_only(exc)).strip()
                         print(f"\n{row.id} {kind}: {rec.error}", file=sys.stderr, flush=True)
                     finally:
@@ -437,8 +452,10 @@ def describe(r: Record) -> list[str]:
     if r.fabrication:
         lines.append(f"  - fabricated ({_md(r.fabrication)})")
     lines.append(f"  - scripted answer: “{_md(r.scripted_answer)}”")
-    missing = [pid for pid in r.scripted_passages if pid not in r.retrieved]
+    missing = [pid for pid in r.scripted_passages if pid not in r.retrieved and pid not in r.not_in_corpus]
     where = f"scripted passage(s) {', '.join(f'`{p}`' for p in r.scripted_passages)}"
+    if r.not_in_corpus:
+        where += f"; **not in this corpus**: {', '.join(f'`{p}`' for p in r.not_in_corpus)}"
     if missing:
         where += f"; **not retrieved**: {', '.join(f'`{p}`' for p in missing)}"
     where += f"; cited {', '.join(f'`{p}`' for p in r.cited) or 'none'}"
@@ -472,6 +489,8 @@ def cause(r: Record, threshold: float) -> str:
         return f"blocked ({r.reason})"
     if r.answered:
         return "answered"
+    if r.not_in_corpus:
+        return f"refused ({r.failed or 'other'}): a scripted passage id is not in this corpus"
     if any(pid not in r.retrieved for pid in r.scripted_passages):
         return f"refused ({r.failed or 'other'}): a scripted passage was not retrieved"
     if r.failed == "support" and r.claims:
@@ -491,8 +510,10 @@ def cause(r: Record, threshold: float) -> str:
 
 def scripts_provenance(path: Path) -> str:
     """Where the scripts came from, as git tells it: the commit that added them, and whether they changed."""
+    if not path.resolve().is_relative_to(REPO_ROOT):
+        return "**outside this repository**, so no commit shows when they were written"
     try:
-        rel = str(path.relative_to(REPO_ROOT))
+        rel = str(path.resolve().relative_to(REPO_ROOT))
         log = subprocess.run(
             ["git", "log", "--format=%h %ad %s", "--date=short", "--", rel],
             cwd=REPO_ROOT,
@@ -522,12 +543,25 @@ def scripts_provenance(path: Path) -> str:
 
 
 def render(
-    records: Sequence[Record], settings: Settings, corpus: Path, elapsed_s: float, limit: int | None, scripts: Path
+    records: Sequence[Record],
+    settings: Settings,
+    corpus: Path,
+    elapsed_s: float,
+    limit: int | None,
+    scripts: Path,
+    case_files: Sequence[Path] = CASE_FILES,
 ) -> str:
     # Every kind, asked or not (--kinds): a kind not asked has no records.
     by_kind = {kind: [r for r in records if r.kind == kind] for kind in ALL_KINDS}
     tallies = {kind: Tally.of(rs) for kind, rs in by_kind.items()}
     cases = len({r.id for r in records})
+    suites = list(dict.fromkeys(r.suite for r in records))
+    absent: dict[str, list[str]] = {}  # scripted passage id the corpus lacks -> the cases that name it
+    for r in records:
+        for pid in r.not_in_corpus:
+            if r.id not in absent.setdefault(pid, []):
+                absent[pid].append(r.id)
+    questions = " and ".join(f"`{display_path(path)}`" for path in case_files)
     off_wrong = by_kind["off_wrong"]
     veto = [r for r in off_wrong if r.question_facts_missing]
     veto_missed = [r for r in veto if r.status != "refused" and r.status != "blocked"]
@@ -546,8 +580,8 @@ def render(
         f"{g.min_claim:.2f}, relevance of the most relevant claim ≥ {g.relevance:.2f} (uncertain from "
         f"{g.relevance_uncertain:.2f}).",
         "",
-        f"What the model says comes from `{display_path(scripts)}`, written by hand for every answerable case of "
-        "`evals/cases.jsonl` and `evals/paraphrase.jsonl` before the verifier or gate was tuned, and read as "
+        f"The questions are those of {questions}. What the model says comes from `{display_path(scripts)}`, "
+        "written by hand for their answerable cases before anything was tuned against them, and read as "
         f"written: {scripts_provenance(scripts)}. The fake screens every question `ok`; answers with the "
         "scripted answer, citing the scripted passages that were in its prompt (else the prompt's passages "
         "from the same file, else none); and returns the scripted claims, each with supported_probability "
@@ -560,6 +594,17 @@ def render(
             "model's verdict under the local vetoes."
         ),
         "",
+    ]
+    if absent:
+        named = {case for ids in absent.values() for case in ids}
+        lines += [
+            f"**{len(absent)} scripted passage id(s) are not in this corpus**, named by {len(named)} case(s) "
+            "(listed at the end): ids this corpus's reader doesn't make (written for another reader's, or "
+            "mistyped). Those answers cite the prompt's passages from the same file, and whether their fact's "
+            "passage was retrieved is not known from this report.",
+            "",
+        ]
+    lines += [
         "## Headline",
         "",
         "| kind | N | answered | target | |",
@@ -591,7 +636,7 @@ def render(
     lines += [tally_row(LABEL[kind], tallies[kind]) for kind in KINDS]
     lines += ["", "## By suite", "", _TALLY_HEAD.format(first="kind · suite"), _TALLY_RULE]
     for kind in KINDS:
-        for suite in SUITES:
+        for suite in suites:
             lines.append(tally_row(f"{LABEL[kind]} · {suite}", Tally.of(r for r in by_kind[kind] if r.suite == suite)))
     fab_kinds = sorted({(r.fabrication or ":").split(":", 1)[0] for r in by_kind["fabricated"]})
     lines += ["", "## Fabricated, by kind of wrong fact", "", _TALLY_HEAD.format(first="wrong fact"), _TALLY_RULE]
@@ -662,6 +707,10 @@ def render(
             status = r.status + (f" ({r.failed})" if r.failed else "")
             lines.append(f"| {r.id} | {r.suite} | {', '.join(r.question_facts_missing)} | {status} | {caps} |")
         lines.append("")
+    if absent:
+        lines += ["## Scripted passages not in this corpus", "", "| passage id | cases |", "|---|---|"]
+        lines += [f"| `{pid}` | {', '.join(ids)} |" for pid, ids in absent.items()]
+        lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -723,16 +772,39 @@ class LyingJudge:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from provenance.errors import SettingsError
     from provenance.logs import configure_logging
     from provenance.services import build_profile, load_embedder
-    from provenance.settings import SettingsError, load_settings
+    from provenance.settings import load_settings
 
     parser = argparse.ArgumentParser(prog="python -m evals.hosted", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="Markdown report (default evals/hosted.md)")
     parser.add_argument("--json", type=Path, default=None, help="also write one JSON record per (case, kind) here")
     parser.add_argument("--limit", type=int, default=None, help="only the first N scripted cases")
     parser.add_argument("--ids", default=None, help="only these case ids, comma-separated")
-    parser.add_argument("--scripts", type=Path, default=SCRIPTS, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the folder to ingest and ask (default CORPUS_DIR, i.e. corpus/)",
+    )
+    parser.add_argument(
+        "--cases",
+        type=Path,
+        action="append",
+        default=None,
+        metavar="FILE",
+        help="a cases file the scripts' questions come from; repeat for more "
+        "(default evals/cases.jsonl and evals/paraphrase.jsonl)",
+    )
+    parser.add_argument(
+        "--scripts",
+        type=Path,
+        default=SCRIPTS,
+        metavar="FILE",
+        help="the model's scripted outputs, one row per case (default evals/hosted-scripts.jsonl)",
+    )
     parser.add_argument(
         "--kinds", default=None, help=f"only these kinds, comma-separated (of {', '.join(KINDS)}); default all"
     )
@@ -748,6 +820,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown_kinds:
             parser.error(f"unknown kinds: {', '.join(unknown_kinds)}")
         select_kinds(chosen)
+    case_files: list[Path] = args.cases or list(CASE_FILES)
+    for what, path in [("scripts", args.scripts), *(("cases", p) for p in case_files)]:
+        if not path.is_file():
+            parser.error(f"--{what}: no such file: {path}")
+    if args.corpus is not None and not args.corpus.is_dir():
+        parser.error(f"--corpus: no such folder: {args.corpus}")
 
     try:
         base = load_settings()
@@ -755,16 +833,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
     configure_logging(base.server.log_level)
-    rows = load_scripts(args.scripts)
+    try:
+        rows = load_scripts(args.scripts)
+        questions = load_questions(case_files)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.ids:
         wanted = {i.strip() for i in args.ids.split(",") if i.strip()}
         rows = [r for r in rows if r.id in wanted]
     if args.limit is not None:
         rows = rows[: args.limit]
-    questions = load_questions()
     unknown = [r.id for r in rows if r.id not in questions]
     if unknown:
-        print(f"error: scripts for unknown case ids: {', '.join(unknown)}", file=sys.stderr)
+        shown = ", ".join(display_path(p) for p in case_files)
+        print(f"error: scripts for case ids that {shown} lack: {', '.join(unknown)}", file=sys.stderr)
         return 2
 
     started = time.monotonic()
@@ -780,7 +863,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         embedder = load_embedder(settings)
         profile = build_profile(settings, embedder)
-        corpus = settings.ingest.corpus_dir
+        corpus = args.corpus or settings.ingest.corpus_dir
         records = asyncio.run(run_all(settings, corpus, rows, questions, embedder, profile, model))
     finally:
         fake.close()
@@ -789,7 +872,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     elapsed = time.monotonic() - started
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(render(records, settings, corpus, elapsed, args.limit, args.scripts), encoding="utf-8")
+    report = render(records, settings, corpus, elapsed, args.limit, args.scripts, case_files)
+    args.out.write_text(report, encoding="utf-8")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in records))

@@ -1,13 +1,19 @@
-"""The paraphrase suite is well formed and its references are handbook text; the negative-rejection
-generator removes exactly the sections that hold each answer. Pure checks: no database, no model."""
+"""The paraphrase suite is well formed and its references are handbook text; the hosted path's scripts cover
+their suite and cite passages ingest makes; the negative-rejection generator removes exactly the sections
+that hold each answer. Pure checks: no database, and no model but the embedder's tokenizer (no embedding)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
 
+from evals.hosted import load_scripts
 from evals.negative_rejection import GroupResult, plan, read_corpus, render, split_sections, write_reduced_corpus
+from provenance.chunking import chunk_blocks
+from provenance.documents.read import read_document
+from provenance.embedder import Embedder
 from provenance.evals import Case, CaseResult, Expect, load_cases
 from provenance.ingest import read_sources
 from provenance.settings import REPO_ROOT, Settings
@@ -136,3 +142,56 @@ def test_18f_references_are_handbook_text() -> None:
     handbook = " ".join(" ".join(p.read_text(encoding="utf-8").split()) for p in HANDBOOK_18F.rglob("*.md"))
     cases = load_cases(REPO_ROOT / "evals" / "18f-handbook.jsonl")
     assert not [(c.id, m) for c in cases for m in c.mustIncludeAny or [] if m not in handbook]
+
+
+# The hosted path's scripts (evals/hosted.py), and the suites whose answerable cases they script.
+HOSTED_SCRIPTS = REPO_ROOT / "evals" / "hosted-scripts.jsonl"
+HOSTED_SCRIPTS_18F = REPO_ROOT / "evals" / "hosted-scripts-18f.jsonl"
+SUITES = {"cases": REPO_ROOT / "evals" / "cases.jsonl", "paraphrase": PARAPHRASE}
+SUITES_18F = {"18f": REPO_ROOT / "evals" / "18f-handbook.jsonl"}
+
+
+@pytest.mark.parametrize(
+    ("scripts", "suites"),
+    [pytest.param(HOSTED_SCRIPTS, SUITES, id="corpus"), pytest.param(HOSTED_SCRIPTS_18F, SUITES_18F, id="18f")],
+)
+def test_hosted_scripts_cover_every_answerable_case(scripts: Path, suites: dict[str, Path]) -> None:
+    rows = load_scripts(scripts)
+    answerable = {c.id: suite for suite, path in suites.items() for c in load_cases(path) if c.expect == "answer"}
+    assert sorted(r.id for r in rows) == sorted(answerable)  # each case once, and no case it doesn't have
+    assert not [r.id for r in rows if r.suite != answerable[r.id]]
+    for r in rows:
+        for kind, s in (("faithful", r.faithful), ("fabricated", r.fabricated), ("offQuestion", r.offQuestion)):
+            assert s.answer.strip() and 1 <= len(s.claims) <= 3 and all(c.strip() for c in s.claims), (r.id, kind)
+            assert s.passages, (r.id, kind)
+        assert r.fabricated.kind and r.fabricated.changed, r.id
+
+
+def chunker_ids(folder: Path, names: Iterable[str], count_tokens: Callable[[str], int]) -> set[str]:
+    """The passage ids ingest makes of these files: read and chunked as ingest does them, nothing embedded."""
+    max_tokens = Settings().ingest.chunk_max_tokens
+    return {
+        chunk.id
+        for name in names
+        for chunk in chunk_blocks(name, read_document(name, (folder / name).read_bytes()), count_tokens, max_tokens)
+    }
+
+
+@pytest.mark.parametrize(
+    ("scripts", "corpus"),
+    [
+        pytest.param(HOSTED_SCRIPTS, CORPUS, id="corpus"),
+        pytest.param(
+            HOSTED_SCRIPTS_18F,
+            HANDBOOK_18F,
+            id="18f",
+            marks=pytest.mark.skipif(not HANDBOOK_18F.is_dir(), reason="the 18F handbook is not beside this checkout"),
+        ),
+    ],
+)
+def test_hosted_scripts_cite_passages_ingest_makes(scripts: Path, corpus: Path, embedder: Embedder) -> None:
+    # An id the reader doesn't make is never in a prompt, so the scripted model would cite something else.
+    rows = load_scripts(scripts)
+    cited = {(r.id, pid) for r in rows for s in (r.faithful, r.fabricated, r.offQuestion) for pid in s.passages}
+    made = chunker_ids(corpus, {pid.split("#", 1)[0] for _, pid in cited}, embedder.count_tokens)
+    assert not sorted((case, pid) for case, pid in cited if pid not in made)
