@@ -198,3 +198,13 @@ def test_http_client_requests_are_logged_only_when_debugging(live_server: LiveSe
     assert quiet.returncode == 0 and quiet.stderr == "" and quiet.stdout == ""
     loud = subprocess.run([sys.executable, "-c", script, "debug", url], capture_output=True, text=True, timeout=60)
     assert "HTTP Request: GET" in loud.stderr
+
+
+def test_ingest_limits_the_allocator_arenas_on_glibc() -> None:
+    import platform
+
+    from provenance.cli import limit_allocator_arenas
+
+    # mallopt answers 1 when glibc took the setting; elsewhere the call is skipped, never an error.
+    expected = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+    assert limit_allocator_arenas() is expected

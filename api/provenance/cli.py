@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
+import ctypes
 import os
 import shutil
 import sys
@@ -315,9 +316,27 @@ def cmd_db_migrate(args: argparse.Namespace) -> int:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     settings = _settings()
+    limit_allocator_arenas()
     directory = Path(args.dir) if args.dir else settings.ingest.corpus_dir
     print(asyncio.run(_ingest(settings, directory, args.force, args.corpus, args.replace)))
     return 0
+
+
+# glibc's mallopt parameter for the most allocator arenas (malloc.h: M_ARENA_MAX).
+M_ARENA_MAX = -8
+
+
+def limit_allocator_arenas(arenas: int = 2) -> bool:
+    """At most `arenas` glibc malloc arenas in this process, from now on; False off glibc. glibc gives each
+    allocating thread an arena of its own and keeps what each held at its peak: onnxruntime's threads
+    embedding long batches kept 128 MiB more resident over an ingest (peak 1,216 MiB against 1,088 MiB with
+    two arenas, the 18F handbook's 40 largest files). For the one-shot ingest command only; the server's
+    request threads keep their own arenas."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    return bool(libc.mallopt(M_ARENA_MAX, arenas))
 
 
 def _metrics_dir() -> Path | None:
