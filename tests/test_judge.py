@@ -86,6 +86,7 @@ def test_the_old_switch_sets_both_local_models_and_the_new_ones_say_which() -> N
         ({"JUDGE": "someone"}, "JUDGE"),
         ({"JUDGE_TIMEOUT_S": "0"}, "JUDGE_TIMEOUT_S"),
         ({"JUDGE_CANDIDATES": "0"}, "JUDGE_CANDIDATES"),
+        ({"JUDGE_RELEVANCE": "rules"}, "JUDGE_RELEVANCE"),
     ],
 )
 def test_bad_judge_settings_name_the_variable(env: dict[str, str], names: str) -> None:
@@ -162,6 +163,28 @@ async def test_a_quoted_claim_needs_no_support_judgment(
     assert quoted.judge is not None and quoted.judge.judgments == 0 and quoted.judge.relevance == pytest.approx(0.8)
     [relevance] = server.requests[before:]
     assert relevance["messages"][1]["content"].startswith(f"Question: {LOCKERS}")
+
+
+@pytest.mark.parametrize(("p_yes", "rules_stand"), [(0.6, True), (0.3, False)])
+async def test_the_veto_rule_keeps_the_rules_relevance_unless_the_judge_says_no(
+    judge_server: tuple[ScriptedServer, str], embedder: Embedder, p_yes: float, rules_stand: bool
+) -> None:
+    server, url = judge_server
+    server.reply = says(p_yes)
+    rules = build_feature_verifier(embedder)
+    rules.set_corpus([(PASSAGE.text, ())])
+    quote = "A standard locker costs $14 per month."
+    judge = ModelJudge(client_for(Settings(), url), JUDGE, server=url, calibration=None)
+    [own] = (await rules.verify(LOCKERS, [quote], [PASSAGE])).verdicts
+    assert own.relevance is not None and own.relevance > 0.6  # the rules read it as the answer
+    [by_judge] = (await JudgedVerifier(rules, judge, independent=True).verify(LOCKERS, [quote], [PASSAGE])).verdicts
+    assert by_judge.relevance == pytest.approx(p_yes)
+    vetoing = JudgedVerifier(rules, judge, independent=True, relevance="veto")
+    [veto] = (await vetoing.verify(LOCKERS, [quote], [PASSAGE])).verdicts
+    # A timid Yes lets the rules' higher relevance stand; a No is the judge's, whatever the rules say.
+    assert veto.relevance == pytest.approx(own.relevance if rules_stand else p_yes)
+    assert veto.judge is not None and veto.judge.raw_relevance == pytest.approx(p_yes)
+    assert veto.rules_relevance == pytest.approx(own.relevance)
 
 
 def test_a_calibration_maps_p_yes_and_is_found_by_model(tmp_path: Path) -> None:
@@ -285,6 +308,8 @@ def test_the_cache_key_changes_with_the_judge_and_its_calibration(embedder: Embe
     assert plain.cache_tag != judged.cache_tag != other.cache_tag
     assert f"judge:http://127.0.0.1:1/v1:{JUDGE}:uncalibrated" in judged.cache_tag
     assert judged.judge is not None and not judged.judge.calibrated and plain.judge is None
+    vetoing = build_profile(judge_settings(Settings(), "http://127.0.0.1:1/v1", judge_relevance="veto"), embedder)
+    assert vetoing.cache_tag != judged.cache_tag
 
 
 def test_a_priced_judge_is_reserved_for_in_a_free_profile(embedder: Embedder) -> None:

@@ -25,6 +25,8 @@ LocalModels = Literal["features", "trained"]
 # Who judges support and relevance: the rules alone, a model over an OpenAI-compatible server (JUDGE_BASE_URL),
 # or Qwen2.5-Coder-1.5B that the service assembles and serves itself on loopback (`provenance.judges`).
 JudgeName = Literal["rules", "openai", "local"]
+# Whose relevance counts when a judge reads the claims (JUDGE_RELEVANCE): verifiers/judged.py.
+JudgeRelevance = Literal["judge", "veto"]
 
 
 METRICS_TOKEN_MIN_CHARS = 16
@@ -180,6 +182,9 @@ class JudgeSettings(msgspec.Struct, frozen=True, kw_only=True):
     max_retries: int = 1
     # The most passages one claim's support is judged against, best first by the rules' ranking.
     candidates: int = 2
+    # `judge`: the judge's relevance verdict; `veto`: the higher of the judge's and the rules' unless the
+    # judge says No (P(Yes) under one half), when the judge's stands (verifiers/judged.py).
+    relevance: JudgeRelevance = "judge"
     price_input_per_mtok: float = 0.0
     price_output_per_mtok: float = 0.0
     # JUDGE=local: the llama.cpp server's threads and context.
@@ -325,6 +330,7 @@ VARIABLES: dict[str, tuple[str | None, str]] = {
     "JUDGE_TIMEOUT_S": ("judge", "timeout_s"),
     "JUDGE_MAX_RETRIES": ("judge", "max_retries"),
     "JUDGE_CANDIDATES": ("judge", "candidates"),
+    "JUDGE_RELEVANCE": ("judge", "relevance"),
     "JUDGE_PRICE_INPUT_PER_MTOK": ("judge", "price_input_per_mtok"),
     "JUDGE_PRICE_OUTPUT_PER_MTOK": ("judge", "price_output_per_mtok"),
     "JUDGE_THREADS": ("judge", "threads"),

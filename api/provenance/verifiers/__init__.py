@@ -85,8 +85,13 @@ def build_verifier(
     verifier: Verifier = rules
     if judge is not None:
         assert resolved is not None
-        verifier = JudgedVerifier(rules, judge.judge, independent=independent_of_generator(resolved, judge.judge.model))
-        tag = "|".join(t for t in (tag, judge.judge.tag) if t)
+        verifier = JudgedVerifier(
+            rules,
+            judge.judge,
+            independent=independent_of_generator(resolved, judge.judge.model),
+            relevance=resolved.judge.relevance,
+        )
+        tag = "|".join(t for t in (tag, judge.judge.tag, f"relevance:{resolved.judge.relevance}") if t)
     return LocalVerifier(
         verifier=verifier,
         on_corpus=on_corpus,

@@ -16,6 +16,11 @@ A claim quoted word for word is what its passage says: support 1.0, with no judg
 judged without the question; relevance from the question, the claim and the heading path of the passage the
 claim rests on. A claim whose support fails the gate's floor is not asked about relevance: the gate refuses
 it for support whatever it would say.
+
+Relevance is the judge's verdict (`JUDGE_RELEVANCE=judge`), or with `veto` the higher of the judge's and the
+rules' unless the judge says No: Qwen2.5-Coder-1.5B's P(Yes) sits at 0.5-0.7 for plain right answers ("A
+replacement keyfob costs $15." for "How much is a replacement?": 0.65), under the gate's 0.70, while the
+rules read those well on their own corpus and miss near misses the judge refuses.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from provenance.ports import (
     Verification,
     Verifier,
 )
+from provenance.settings import JudgeRelevance
 from provenance.verifiers.rules import PassageScore, supporting
 from provenance.verifiers.support import FACT_VETO, NEGATION_VETO, QUOTED_SUPPORT
 
@@ -46,13 +52,18 @@ FINAL_VETOES = {"fact_not_stated": FACT_VETO, "negation_flipped": NEGATION_VETO}
 ENOUGH = 0.9
 # Below this support the gate refuses the claim whatever its relevance (GATE_MIN_CLAIM's default).
 SUPPORT_FLOOR = 0.40
+# The judge's own verdict: Yes is the likelier answer.
+SAYS_YES = 0.5
 
 
 class JudgedVerifier:
-    def __init__(self, rules: Verifier, judge: ModelJudge, *, independent: bool) -> None:
+    def __init__(
+        self, rules: Verifier, judge: ModelJudge, *, independent: bool, relevance: JudgeRelevance = "judge"
+    ) -> None:
         self.rules = rules
         self.judge = judge
         self.independent = independent
+        self.relevance = relevance
         self.name = f"judge:{judge.model}"
 
     async def verify(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification:
@@ -127,6 +138,9 @@ class JudgedVerifier:
             answered = await self.judge.relevance(question, claim, by_id[best_candidate.passage_id].heading)
             usages.append(answered.usage)
             relevance = self.judge.calibrated_relevance(answered.p_yes)
+            if self.relevance == "veto" and answered.p_yes >= SAYS_YES and rules.relevance is not None:
+                # The judge says Yes: the rules' relevance may stand higher than its timid P(Yes).
+                relevance = max(relevance, rules.relevance)
             record = _with_relevance(record, answered, relevance)
         else:
             record = _with_detail(record, "relevance not judged: the support fails the gate's floor")
