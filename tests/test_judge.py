@@ -308,8 +308,8 @@ def test_the_cache_key_changes_with_the_judge_and_its_calibration(embedder: Embe
     assert plain.cache_tag != judged.cache_tag != other.cache_tag
     assert f"judge:http://127.0.0.1:1/v1:{JUDGE}:uncalibrated" in judged.cache_tag
     assert judged.judge is not None and not judged.judge.calibrated and plain.judge is None
-    vetoing = build_profile(judge_settings(Settings(), "http://127.0.0.1:1/v1", judge_relevance="veto"), embedder)
-    assert vetoing.cache_tag != judged.cache_tag
+    by_judge = build_profile(judge_settings(Settings(), "http://127.0.0.1:1/v1", judge_relevance="judge"), embedder)
+    assert by_judge.cache_tag != judged.cache_tag
 
 
 def test_a_priced_judge_is_reserved_for_in_a_free_profile(embedder: Embedder) -> None:

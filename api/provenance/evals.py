@@ -28,6 +28,7 @@ from provenance.progress import Progress
 from provenance.settings import GateSettings, Settings
 from provenance.stages.gate import gate
 from provenance.store import CorpusStore
+from provenance.verifiers.judged import SAYS_YES
 
 _Row = TypeVar("_Row", bound=msgspec.Struct)
 
@@ -348,6 +349,8 @@ RELEVANCE_SOURCES: dict[str, Callable[[float, float], float]] = {
     "rules": lambda judge, rules: rules,
     "either (max)": max,
     "mean": lambda judge, rules: (judge + rules) / 2,
+    # JUDGE_RELEVANCE=veto: the higher of the two unless the judge says No.
+    "veto": lambda judge, rules: max(judge, rules) if judge >= SAYS_YES else judge,
 }
 
 

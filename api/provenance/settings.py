@@ -184,7 +184,7 @@ class JudgeSettings(msgspec.Struct, frozen=True, kw_only=True):
     candidates: int = 2
     # `judge`: the judge's relevance verdict; `veto`: the higher of the judge's and the rules' unless the
     # judge says No (P(Yes) under one half), when the judge's stands (verifiers/judged.py).
-    relevance: JudgeRelevance = "judge"
+    relevance: JudgeRelevance = "veto"
     price_input_per_mtok: float = 0.0
     price_output_per_mtok: float = 0.0
     # JUDGE=local: the llama.cpp server's threads and context.
