@@ -1,0 +1,100 @@
+"""Hybrid search at 2k, 20k and 100k passages, with the corpus's common lexemes left out of the text query
+(db/migrations/009) and without (the table emptied, as before it): the cost issue 34 measured growing with
+the corpus (uncached /ask p50 137 ms at 2k, 751 ms at 100k).
+
+Synthetic passages as bench/corpus_scale.py writes them (30 words drawn from corpus/'s vocabulary, clustered
+vectors), through the staging area and the switch, in a schema of its own (dropped afterwards); the questions
+are our eval questions, embedded by the real embedder. Prints one line per size and variant.
+
+    .venv/bin/python -m bench.hybrid_scale [--sizes 2000,20000,100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+import uuid
+
+import numpy as np
+
+from bench.common import percentile
+from bench.vector_scale import DIM, clustered
+from provenance.chunking import Chunk
+from provenance.db import MAINTENANCE_TIMEOUT_S, create_pool, migrate, resolve_database_url
+from provenance.services import load_embedder
+from provenance.settings import REPO_ROOT, load_settings
+from provenance.stages.retrieve import RRF_K
+from provenance.store import CorpusDescription, CorpusStore
+from provenance.verifiers.vectors import vocabulary_words
+
+CORPUS = "scale"
+
+
+async def run(sizes: list[int]) -> None:
+    settings = load_settings()
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    scoped = settings.with_overrides(db_schema=schema)
+    dsn = resolve_database_url(scoped)
+    pool = await create_pool(dsn, scoped)
+    embedder = load_embedder(settings)
+    cases = [json.loads(line) for line in (REPO_ROOT / "evals" / "cases.jsonl").read_text().splitlines() if line]
+    questions = [c["question"] for c in cases if c.get("bucket") in ("answerable", "unanswerable")][:40]
+    vectors = [embedder.embed_query(q) for q in questions]
+    words = sorted(set().union(*(vocabulary_words(p.read_text()) for p in (REPO_ROOT / "corpus").glob("*.md"))))
+    rng = np.random.default_rng(34)
+    centres = rng.standard_normal((500, DIM)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    k = settings.retrieval.k
+    about = CorpusDescription(CORPUS, None, "", "", [])
+    try:
+        await migrate(pool)
+        store = CorpusStore(pool)
+        for size in sizes:
+            chunks, embeddings = [], {}
+            found = clustered(size, rng, centres)
+            for k in range(size):
+                text = " ".join(rng.choice(words, 30)).capitalize() + "."
+                chunk = Chunk(
+                    f"synthetic/{k // 100}.md#p{k}", f"synthetic/{k // 100}.md", f"Synthetic {k}", k, text, 40
+                )
+                chunks.append(chunk)
+                embeddings[chunk.id] = found[k]
+            await store.replace_corpus(chunks, embeddings, settings.embedding.model, f"v{size}", f"fp{size}", [], about)
+            await store.ensure_hnsw_index()
+            async with pool.acquire() as conn:
+                await conn.execute("ANALYZE passages")
+                common = await conn.fetch("SELECT lexeme, passages FROM common_lexemes WHERE corpus = $1", CORPUS)
+            for variant in ("common lexemes left out", "every lexeme (before)"):
+                if variant.startswith("every"):
+                    async with pool.acquire() as conn:
+                        await conn.execute("DELETE FROM common_lexemes WHERE corpus = $1", CORPUS)
+                ms = []
+                for question, vector in zip(questions, vectors, strict=True):
+                    started = time.perf_counter()
+                    # As the retrieve stage asks it.
+                    await store.hybrid_search(vector, question, k, pool_size=max(4 * k, 20), rrf_k=RRF_K, corpus=CORPUS)
+                    ms.append((time.perf_counter() - started) * 1000)
+                print(
+                    f"{size:>7,} passages, {variant}: p50 {percentile(ms, 50):.1f} ms, p95 {percentile(ms, 95):.1f} ms"
+                    f" ({len(common)} common lexemes)",
+                    flush=True,
+                )
+    finally:
+        await pool.close()
+        admin = await create_pool(dsn, settings)
+        async with admin.acquire() as conn:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE', timeout=MAINTENANCE_TIMEOUT_S)
+        await admin.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="2000,20000,100000")
+    args = parser.parse_args()
+    asyncio.run(run([int(s) for s in args.sizes.split(",") if s]))
+
+
+if __name__ == "__main__":
+    main()
