@@ -36,7 +36,7 @@ from pathlib import Path
 
 from provenance.chunking import chunk_blocks
 from provenance.embedder import Embedder
-from provenance.evals import CaseResult, Score, _pct, _shown, ingested_pipeline, load_cases, run_cases, score
+from provenance.evals import CaseResult, Score, _pct, display_path, ingested_pipeline, load_cases, run_cases, score
 from provenance.ingest import read_sources
 from provenance.ports import Profile
 from provenance.settings import REPO_ROOT, Settings
@@ -155,8 +155,8 @@ def render(
     lines = [
         "# Format check: the corpus as HTML, PDF and Word",
         "",
-        f"`{_shown(corpus)}` rendered to each format by `evals/formats.py` (how each is made is in its "
-        f"docstring), ingested and asked every case of `{_shown(cases_path)}` ({baseline.score.n} cases). "
+        f"`{display_path(corpus)}` rendered to each format by `evals/formats.py` (how each is made is in its "
+        f"docstring), ingested and asked every case of `{display_path(cases_path)}` ({baseline.score.n} cases). "
         f"Profile `{profile}`, k = {settings.retrieval.k}, retrieval `{settings.retrieval.mode}`. Generated "
         f"by `python -m evals.formats` in {elapsed_s:.0f} s; every figure below is what that run produced.",
         "",
@@ -228,7 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         render(runs, settings, profile.name, args.corpus, args.cases, time.monotonic() - started), encoding="utf-8"
     )
     missed = [run.label for run in runs[1:] if not verdict(run, runs[0])[0]]
-    print(f"report: {_shown(out)}; {'missed the bar: ' + ', '.join(missed) if missed else 'every format met the bar'}")
+    outcome = "missed the bar: " + ", ".join(missed) if missed else "every format met the bar"
+    print(f"report: {display_path(out)}; {outcome}")
     return 1 if missed else 0
 
 
