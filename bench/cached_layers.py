@@ -112,7 +112,7 @@ async def measure(n: int) -> list[tuple[str, float]]:
     await start(real)
     svc: Services = real.state.services
     await asgi_call(real, body)()  # answers, and fills the cache
-    key = svc.pipeline.answer_cache_key(question, svc.pipeline.default_corpus)
+    key = svc.pipeline.answer_cache_key(question, svc.pipeline.corpora.default)
     floor = floor_app()
     await start(floor)
     # The /ask handler alone in Litestar: the real app less our middleware and hooks.

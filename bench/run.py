@@ -179,7 +179,7 @@ async def anthropic_phase(report: Report, embedder: Embedder, questions: Sequenc
             combined = build_anthropic_profile(settings, embedder)
             label = "combined"
             pipeline = Pipeline(settings, store, embedder, combined, NoGuards())
-            await pipeline.refresh_corpus()
+            await pipeline.corpora.refresh()
             fake.latency_s = 0.0
             await pipeline.ask(questions[-1], request_id="warm")  # first-question costs, outside
             fake.latency_s = MODEL_LATENCY_S

@@ -42,10 +42,10 @@ from provenance import text as T
 from provenance.embedder import Embedder
 from provenance.evals import Case, display_path, ingested_pipeline, load_cases, load_jsonl
 from provenance.models import AskResponse
-from provenance.pipeline import WITHHELD
 from provenance.ports import Profile
 from provenance.profiles.tools import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
 from provenance.progress import Progress
+from provenance.response import WITHHELD
 from provenance.settings import REPO_ROOT, Settings
 from tests.fake_anthropic import PASSAGE_TAG, FakeAnthropic, RecordedRequest, Reply, default_responder
 

@@ -264,9 +264,11 @@ async def test_decompose_and_verify_is_one_call(fake_anthropic: FakeAnthropic) -
     )
     combined = AnthropicDecomposeAndVerify(fake_anthropic.client(), MODEL)
 
-    decomposition, verification = await decompose_and_verify(
+    decomposition = await decompose_and_verify(
         "How much is a day pass?", "A day pass is $25 and includes tea.", PASSAGES, combined
     )
+    verification = decomposition.verification
+    assert verification is not None and decomposition.verified_by == combined.name
 
     # The stage drops the claim about the passages and keeps each verdict with its claim.
     assert decomposition.claims == ["A day pass costs $25.", "A day pass includes tea."]

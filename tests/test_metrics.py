@@ -597,7 +597,7 @@ class _DownStore:
 async def test_a_database_outage_is_counted_where_it_is_met(corpus_services: Services) -> None:
     down = _DownStore(corpus_services.store)
     pipeline = Pipeline(corpus_services.settings, down, corpus_services.embedder, corpus_services.profile)  # type: ignore[arg-type]
-    pipeline.corpus_check_every_s = 0  # look at the database on this very request
+    pipeline.corpora.check_every_s = 0  # look at the database on this very request
     services = dataclasses.replace(
         corpus_services,
         settings=corpus_services.settings.with_overrides(metrics_token=TOKEN),

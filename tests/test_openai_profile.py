@@ -178,7 +178,7 @@ async def make_pipeline(
     settings = openai_settings(services.settings, base_url, **overrides)
     guards = RecordingGuards()
     pipeline = Pipeline(settings, services.store, embedder, build_openai_profile(settings, embedder), guards)
-    await pipeline.refresh_corpus()
+    await pipeline.corpora.refresh()
     return pipeline, guards
 
 

@@ -541,7 +541,7 @@ async def ingested_pipeline(
             store, corpus, lambda: embedder, eval_settings.embedding.model, eval_settings.ingest.chunk_max_tokens
         )
         pipeline = Pipeline(eval_settings, store, embedder, profile)
-        await pipeline.refresh_corpus()
+        await pipeline.corpora.refresh()
         yield pipeline
     finally:
         await pool.close()
