@@ -156,7 +156,7 @@ async def anthropic_phase(report: Report, embedder: Embedder, questions: Sequenc
     from provenance.guards.base import NoGuards
     from provenance.pipeline import Pipeline
     from provenance.profiles.anthropic import build_anthropic_profile
-    from provenance.profiles.tools import ANSWER_TOOL
+    from provenance.profiles.outputs import ANSWER_TOOL
     from tests.fake_anthropic import _PASSAGE, FakeAnthropic, RecordedRequest, Reply, default_responder
 
     log(f"anthropic profile against the fake Messages API ({MODEL_LATENCY_S * 1000:.0f} ms per call)")

@@ -43,7 +43,7 @@ from provenance.embedder import Embedder
 from provenance.evals import Case, display_path, ingested_pipeline, load_cases, load_jsonl
 from provenance.models import AskResponse
 from provenance.ports import Profile
-from provenance.profiles.tools import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
+from provenance.profiles.outputs import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
 from provenance.progress import Progress
 from provenance.response import WITHHELD
 from provenance.settings import REPO_ROOT, Settings

@@ -22,7 +22,7 @@ from provenance.profiles.anthropic import (
     make_client,
 )
 from provenance.profiles.local import build_local_profile
-from provenance.profiles.tools import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
+from provenance.profiles.outputs import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
 from provenance.stages.decompose import decompose_and_verify
 from provenance.verifiers.features import FeatureVerifier
 from tests.fake_anthropic import FakeAnthropic, Reply, fake_anthropic, wait_for_requests

@@ -31,7 +31,7 @@ from provenance.guards.spend import utc_day
 from provenance.http.metrics import may_read
 from provenance.pipeline import Pipeline
 from provenance.profiles.anthropic import call_name
-from provenance.profiles.tools import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
+from provenance.profiles.outputs import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
 from provenance.services import Services
 from provenance.settings import REPO_ROOT, Settings, load_settings
 from provenance.store import Store

@@ -29,7 +29,7 @@ from provenance.profiles.openai_compatible import (
     decode_object,
     response_format,
 )
-from provenance.profiles.tools import ANSWER, CHECKED_CLAIMS
+from provenance.profiles.outputs import ANSWER, CHECKED_CLAIMS
 from provenance.services import Services
 from provenance.settings import Settings, load_settings
 from tests.scripted_server import ScriptedServer

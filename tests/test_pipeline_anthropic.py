@@ -16,7 +16,7 @@ from provenance.models import SpendStage
 from provenance.pipeline import Pipeline
 from provenance.ports import Usage
 from provenance.profiles.anthropic import build_anthropic_profile
-from provenance.profiles.tools import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
+from provenance.profiles.outputs import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
 from provenance.response import Outcome
 from provenance.services import Services
 from provenance.settings import Settings
