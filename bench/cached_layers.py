@@ -38,6 +38,7 @@ from litestar import Litestar
 
 from bench.common import embedded_data_dir
 from bench.server import load_questions
+from provenance.report import table
 
 Call = Callable[[], Awaitable[Any]]
 
@@ -112,7 +113,7 @@ async def measure(n: int) -> list[tuple[str, float]]:
     await start(real)
     svc: Services = real.state.services
     await asgi_call(real, body)()  # answers, and fills the cache
-    key = svc.pipeline.answer_cache_key(question, svc.pipeline.default_corpus)
+    key = svc.pipeline.answer_cache_key(question, svc.pipeline.corpora.default)
     floor = floor_app()
     await start(floor)
     # The /ask handler alone in Litestar: the real app less our middleware and hooks.
@@ -258,22 +259,41 @@ async def measure_feedback(n: int, rounds: int) -> dict[str, Any]:
     }
 
 
-def feedback_table(cost: dict[str, Any]) -> str:
+class _AB(msgspec.Struct, frozen=True):
+    """A layer's cost, on against off, in interleaved rounds: what both A/B tables report."""
+
+    on: float
+    off: float
+    added: float
+    verdict: str
+    rounds: str
+    paired: float
+
+
+def _ab(cost: dict[str, Any], budget: float) -> _AB:
     on, off, added = metrics_summary(cost)
-    verdict = "within" if added <= FEEDBACK_BUDGET else "**over**"
     pairs = list(zip(cost["on"], cost["off"], strict=True))
     rounds = ", ".join(f"{a:.0f}/{b:.0f}" for a, b in pairs)
     paired = statistics.median(a - b for a, b in pairs)
+    return _AB(on, off, added, "within" if added <= budget else "**over**", rounds, paired)
+
+
+def feedback_table(cost: dict[str, Any]) -> str:
+    ab = _ab(cost, FEEDBACK_BUDGET)
+    on, off, added = ab.on, ab.off, ab.added
+    kept = f"on (every response kept, written every {cost['flush_ms']:.0f} ms)"
     return "\n".join(
         [
-            "| feedback retention | CPU µs per cached /ask (median) |",
-            "|---|---:|",
-            f"| off (FEEDBACK_ENABLED=false) | {off:.0f} |",
-            f"| on (every response kept, written every {cost['flush_ms']:.0f} ms) | {on:.0f} |",
+            *table(
+                ("feedback retention", "CPU µs per cached /ask (median)"),
+                "lr",
+                [["off (FEEDBACK_ENABLED=false)", f"{off:.0f}"], [kept, f"{on:.0f}"]],
+            ),
             "",
-            f"Keeping every response adds **{added:+.1%}** ({on - off:+.0f} µs) to a cached answer's CPU, {verdict} "
-            f"the {FEEDBACK_BUDGET:.0%} allowed; {cost['rounds']} interleaved rounds of {cost['n']:,} calls each "
-            f"(on/off µs per round: {rounds}; the median of the rounds' differences is {paired:+.0f} µs). "
+            f"Keeping every response adds **{added:+.1%}** ({on - off:+.0f} µs) to a cached answer's CPU, "
+            f"{ab.verdict} the {FEEDBACK_BUDGET:.0%} allowed; {cost['rounds']} interleaved rounds of {cost['n']:,} "
+            f"calls each (on/off µs per round: {ab.rounds}; the median of the rounds' differences is "
+            f"{ab.paired:+.0f} µs). "
             f"The {cost['rows']:,} responses kept went in {cost['writes']:,} batched writes; Postgres's side, "
             f"not in the CPU above, took {cost['pg_us_per_row']:.0f} µs of wall time per response.",
             "",
@@ -292,35 +312,33 @@ def metrics_summary(cost: dict[str, Any]) -> tuple[float, float, float]:
 
 
 def metrics_table(cost: dict[str, Any]) -> str:
-    on, off, added = metrics_summary(cost)
-    verdict = "within" if added <= METRICS_BUDGET else "**over**"
-    pairs = list(zip(cost["on"], cost["off"], strict=True))
-    rounds = ", ".join(f"{a:.0f}/{b:.0f}" for a, b in pairs)
-    paired = statistics.median(a - b for a, b in pairs)
+    ab = _ab(cost, METRICS_BUDGET)
+    on, off, added = ab.on, ab.off, ab.added
     return "\n".join(
         [
-            "| metrics | CPU µs per cached /ask (median) |",
-            "|---|---:|",
-            f"| off (METRICS_ENABLED=false) | {off:.0f} |",
-            f"| on | {on:.0f} |",
+            *table(
+                ("metrics", "CPU µs per cached /ask (median)"),
+                "lr",
+                [["off (METRICS_ENABLED=false)", f"{off:.0f}"], ["on", f"{on:.0f}"]],
+            ),
             "",
-            f"The metrics add **{added:+.1%}** ({on - off:+.0f} µs) to a cached answer's CPU, {verdict} the "
+            f"The metrics add **{added:+.1%}** ({on - off:+.0f} µs) to a cached answer's CPU, {ab.verdict} the "
             f"{METRICS_BUDGET:.0%} allowed; {cost['rounds']} interleaved rounds of {cost['n']:,} calls each "
-            f"(on/off µs per round: {rounds}; the median of the rounds' differences is {paired:+.0f} µs), "
+            f"(on/off µs per round: {ab.rounds}; the median of the rounds' differences is {ab.paired:+.0f} µs), "
             f"counting into multiprocess files: {cost['multiprocess']}.",
         ]
     )
 
 
-def table(rows: list[tuple[str, float]]) -> str:
-    lines = ["| layer | CPU µs per call | added by the layer |", "|---|---:|---:|"]
+def layers_table(rows: list[tuple[str, float]]) -> str:
+    out = []
     previous: float | None = None
     for name, us in rows:
         added = "" if previous is None or name.startswith("floor") else f"{us - previous:+.0f}"
-        lines.append(f"| {name} | {us:.0f} | {added} |")
+        out.append([name, f"{us:.0f}", added])
         if not name.startswith("floor"):
             previous = us
-    return "\n".join(lines)
+    return "\n".join(table(("layer", "CPU µs per call", "added by the layer"), "lrr", out))
 
 
 def run(n: int) -> list[tuple[str, float]]:
@@ -347,7 +365,7 @@ def main() -> int:
             print(json.dumps(cost) if args.json else feedback_table(cost))
             return 0
         if not args.metrics:
-            print(table(run(args.n)))
+            print(layers_table(run(args.n)))
             return 0
         cost = asyncio.run(measure_metrics(args.n, args.rounds))
         print(json.dumps(cost) if args.json else metrics_table(cost))

@@ -20,6 +20,7 @@ from pathlib import Path
 from bench import floor
 from bench.common import embedded_data_dir, machine
 from bench.server import REPO_ROOT, load_questions
+from provenance.report import table
 
 
 def _worktree(rev: str, into: Path) -> Path:
@@ -72,13 +73,19 @@ def main() -> int:
             )
             shutil.rmtree(tmp, ignore_errors=True)
     print(f"load average after: {os.getloadavg()}")
-    print(f"\n| step | revision | real req/s | real p99 ms | floor req/s | real / floor (c={args.concurrency}) |")
-    print("|---|---|---:|---:|---:|---:|")
-    for label, rev, pair in rows:
-        print(
-            f"| {label} | `{rev}` | {pair.real.throughput:.0f} | {pair.real.rt(0.99):.1f} | "
-            f"{pair.floor.throughput:.0f} | {pair.ratio:.2f} |"
-        )
+    head = ("step", "revision", "real req/s", "real p99 ms", "floor req/s", f"real / floor (c={args.concurrency})")
+    figures = [
+        [
+            label,
+            f"`{rev}`",
+            f"{p.real.throughput:.0f}",
+            f"{p.real.rt(0.99):.1f}",
+            f"{p.floor.throughput:.0f}",
+            f"{p.ratio:.2f}",
+        ]
+        for label, rev, p in rows
+    ]
+    print("\n" + "\n".join(table(head, "llrrrr", figures)))
     return 0
 
 

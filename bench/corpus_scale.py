@@ -37,6 +37,7 @@ from bench import loadgen
 from bench.common import machine, percentile
 from bench.server import REPO_ROOT, Server, cpu_s, load_questions, rss_mib
 from bench.vector_scale import DIM, clustered
+from provenance.report import row, table
 
 HANDBOOK = REPO_ROOT.parent / "shared" / "corpora" / "18f-handbook" / "pages"
 DOC = REPO_ROOT / "docs" / "benchmarks.md"
@@ -308,9 +309,21 @@ def render(r: dict[str, Any]) -> str:
         "time, passages/s (and the embedder's own passages/s on that corpus's passages, batched as ingest does: the "
         "ratio says what chunking, sentences, words and the store add), sentences/s, peak RSS.",
         "",
-        "| corpus | passages | sentences | wall s | CPU s | passages/s | embedder alone passages/s | ratio "
-        "| sentences/s | peak RSS |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *table(
+            (
+                "corpus",
+                "passages",
+                "sentences",
+                "wall s",
+                "CPU s",
+                "passages/s",
+                "embedder alone passages/s",
+                "ratio",
+                "sentences/s",
+                "peak RSS",
+            ),
+            "lrrrrrrrrr",
+        ),
     ]
     for name, label in (("default", "corpus/"), ("18f", "18F handbook (246 files)")):
         if name not in ing:
@@ -319,10 +332,20 @@ def render(r: dict[str, Any]) -> str:
         i = ing[name]
         pps = i["passages"] / i["wall_s"]
         lines.append(
-            f"| {label} | {i['passages']:,} | {i['sentences']:,} | {i['wall_s']:.0f} | {i.get('cpu_s', 0):.0f} "
-            f"| {pps:.1f} "
-            f"| {i['embedder_pps']:.1f} | {pps / i['embedder_pps']:.2f} | {i['sentences'] / i['wall_s']:.0f} "
-            f"| {mib(i['peak_rss'])} |"
+            row(
+                [
+                    label,
+                    f"{i['passages']:,}",
+                    f"{i['sentences']:,}",
+                    f"{i['wall_s']:.0f}",
+                    f"{i.get('cpu_s', 0):.0f}",
+                    f"{pps:.1f}",
+                    f"{i['embedder_pps']:.1f}",
+                    f"{pps / i['embedder_pps']:.2f}",
+                    f"{i['sentences'] / i['wall_s']:.0f}",
+                    mib(i["peak_rss"]),
+                ]
+            )
         )
     lines += ["", _ingest_targets(ing), ""]
     lines += [
@@ -332,14 +355,22 @@ def render(r: dict[str, Any]) -> str:
         "Synthetic passages (made-up vectors, one sentence each) written through ingest's staging area and "
         "switched in one transaction, in a subprocess under `/usr/bin/time -v`, beside corpus/'s real ones:",
         "",
-        "| passages | staged s | switch s | whole s (HNSW build included) | passages/s | peak RSS |",
-        "|---:|---:|---:|---:|---:|---:|",
+        *table(
+            ("passages", "staged s", "switch s", "whole s (HNSW build included)", "passages/s", "peak RSS"),
+            "rrrrrr",
+            (
+                [
+                    f"{s['size']:,}",
+                    f"{s['staged_s']:.1f}",
+                    f"{s['switch_s']:.1f}",
+                    f"{s['wall_s']:.1f}",
+                    f"{s['size'] / s['wall_s']:,.0f}",
+                    mib(s["peak_rss"]),
+                ]
+                for s in r.get("synthetic", [])
+            ),
+        ),
     ]
-    for s in r.get("synthetic", []):
-        lines.append(
-            f"| {s['size']:,} | {s['staged_s']:.1f} | {s['switch_s']:.1f} | {s['wall_s']:.1f} "
-            f"| {s['size'] / s['wall_s']:,.0f} | {mib(s['peak_rss'])} |"
-        )
     lines += [
         "",
         "### Start-up, idle, and /ask right after start-up",
@@ -350,18 +381,36 @@ def render(r: dict[str, Any]) -> str:
         "questions, each asked once: the 18F corpus is asked one question per file about its first section, the "
         "others the eval questions), and cached /ask at c=8 (bench/loadgen.py, 2,000 requests).",
         "",
-        "| database | start-up s | start-up CPU s | CPU s in the 60 s after | idle RSS | uncached p50 / p99 ms "
-        "| first 20 p50 / after 100 p50 ms | cached c=8 req/s | cached p50 / p99 ms |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    servers = []
     for s in r["servers"]:
         u, c = s["uncached"], s["cached"]
         after = f"{u['after100_p50']:.0f}" if u["after100_p50"] is not None else "-"
-        lines.append(
-            f"| {s['name']} | {s['startup_s']:.1f} | {s['startup_cpu_s']:.1f} | {s['idle_cpu_s']:.2f} "
-            f"| {s['idle_rss_mib']:.0f} MiB | {u['p50']:.0f} / {u['p99']:.0f} | {u['first20_p50']:.0f} / {after} "
-            f"| {c['rps']:,.0f} | {c['p50']:.1f} / {c['p99']:.1f} |"
+        servers.append(
+            [
+                s["name"],
+                f"{s['startup_s']:.1f}",
+                f"{s['startup_cpu_s']:.1f}",
+                f"{s['idle_cpu_s']:.2f}",
+                f"{s['idle_rss_mib']:.0f} MiB",
+                f"{u['p50']:.0f} / {u['p99']:.0f}",
+                f"{u['first20_p50']:.0f} / {after}",
+                f"{c['rps']:,.0f}",
+                f"{c['p50']:.1f} / {c['p99']:.1f}",
+            ]
         )
+    head = (
+        "database",
+        "start-up s",
+        "start-up CPU s",
+        "CPU s in the 60 s after",
+        "idle RSS",
+        "uncached p50 / p99 ms",
+        "first 20 p50 / after 100 p50 ms",
+        "cached c=8 req/s",
+        "cached p50 / p99 ms",
+    )
+    lines += table(head, "lrrrrrrrr", servers)
     lines += ["", "Answers in the uncached runs (status: count):", ""]
     for s in r["servers"]:
         lines.append(f"- {s['name']}: {json.dumps(s['uncached']['statuses'])}")

@@ -26,6 +26,7 @@ import httpx
 from bench import loadgen
 from bench.common import embedded_data_dir, machine
 from bench.server import REPO_ROOT, Server, bench_environ, free_port, load_questions, stop_process
+from provenance import report
 
 CONCURRENCY = (1, 8, 32)
 REQUESTS = {1: 1500, 8: 4000, 32: 4000}
@@ -151,19 +152,28 @@ def measure(
 
 
 def table(reports: Sequence[FloorReport]) -> str:
-    lines = [
-        "| server | concurrency | real req/s | real p50 ms | real p99 ms | floor req/s | floor p50 ms "
-        "| floor p99 ms | real / floor |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    head = (
+        "server",
+        "concurrency",
+        "real req/s",
+        "real p50 ms",
+        "real p99 ms",
+        "floor req/s",
+        "floor p50 ms",
+        "floor p99 ms",
+        "real / floor",
+    )
+    rows = [
+        [
+            r.label,
+            p.concurrency,
+            *(v for h in (p.real, p.floor) for v in (f"{h.throughput:.0f}", f"{h.rt(0.5):.1f}", f"{h.rt(0.99):.1f}")),
+            f"{p.ratio:.2f}",
+        ]
+        for r in reports
+        for p in r.pairs
     ]
-    for r in reports:
-        for p in r.pairs:
-            lines.append(
-                f"| {r.label} | {p.concurrency} | {p.real.throughput:.0f} | {p.real.rt(0.5):.1f} "
-                f"| {p.real.rt(0.99):.1f} | {p.floor.throughput:.0f} | {p.floor.rt(0.5):.1f} "
-                f"| {p.floor.rt(0.99):.1f} | {p.ratio:.2f} |"
-            )
-    return "\n".join(lines)
+    return "\n".join(report.table(head, "lrrrrrrrr", rows))
 
 
 def main() -> int:

@@ -40,6 +40,7 @@ from provenance.chunking import chunk_blocks
 from provenance.documents.read import read_document
 from provenance.embedder import Embedder
 from provenance.ingest import ingest, read_sources
+from provenance.report import table
 
 DOC = REPO_ROOT / "docs" / "benchmarks.md"
 HEADING = "## Ingest by format"
@@ -293,29 +294,44 @@ def section(report: FormatsReport) -> str:
     lines += [
         f"Load average (1/5/15 min) when this part started: {report.load_before}.{alone}",
         "",
-        "| format | pages | file | passages | read and chunk s | read and chunk passages/s "
-        "| whole ingest s | whole ingest passages/s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    rows = []
     for t in report.throughput:
         pages = str(t.pages) if t.pages is not None else "(same text)"
         ingest_s = t.ingest_s or 0.0
-        lines.append(
-            f"| {t.fmt} | {pages} | {t.size_mib:.1f} MiB | {t.passages} | {t.read_s:.2f} "
-            f"| {t.passages / t.read_s:.0f} | {ingest_s:.1f} | {t.embedded / ingest_s if ingest_s else 0:.1f} |"
-        )
+        rates = (f"{t.passages / t.read_s:.0f}", f"{ingest_s:.1f}", f"{t.embedded / ingest_s if ingest_s else 0:.1f}")
+        rows.append([t.fmt, pages, f"{t.size_mib:.1f} MiB", t.passages, f"{t.read_s:.2f}", *rates])
+    head = (
+        "format",
+        "pages",
+        "file",
+        "passages",
+        "read and chunk s",
+        "read and chunk passages/s",
+        "whole ingest s",
+        "whole ingest passages/s",
+    )
+    lines += table(head, "lrrrrrrr", rows)
     lines += [
         "",
         "Peak resident memory of `ingest` on one PDF, each in a fresh subprocess (its VmHWM): when the "
         "embedder is asked for (the interpreter, the imports and the file read into lines) and at the end "
         "(the model loaded, every passage chunked, embedded and stored).",
         "",
-        "| pages | file | passages | peak RSS after reading | peak RSS, whole ingest | seconds |",
-        "|---:|---:|---:|---:|---:|---:|",
-        *(
-            f"| {m.pages} | {m.size_mib:.1f} MiB | {m.passages} | {m.reading_mib:.0f} MiB | {m.peak_mib:.0f} MiB "
-            f"| {m.seconds:.0f} |"
-            for m in report.memory
+        *table(
+            ("pages", "file", "passages", "peak RSS after reading", "peak RSS, whole ingest", "seconds"),
+            "rrrrrr",
+            (
+                [
+                    m.pages,
+                    f"{m.size_mib:.1f} MiB",
+                    m.passages,
+                    f"{m.reading_mib:.0f} MiB",
+                    f"{m.peak_mib:.0f} MiB",
+                    f"{m.seconds:.0f}",
+                ]
+                for m in report.memory
+            ),
         ),
         "",
     ]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from bench.common import machine, scratch_store
 from provenance.ingest import ingest
+from provenance.report import table
 from provenance.services import load_embedder
 from provenance.stages.retrieve import retrieve
 
@@ -45,10 +46,12 @@ async def main(suite: Path, ks: list[int]) -> str:
         f"({len(scored)} whose reference answer occurs verbatim in some passage; those are scored). "
         f"Embedder `{settings.embedding.model}`. Machine: {machine()}.",
         "",
-        "| mode | k | hits | questions | recall@k |",
-        "|---|---:|---:|---:|---:|",
+        *table(
+            ("mode", "k", "hits", "questions", "recall@k"),
+            "lrrrr",
+            ([m, k, h, n, f"{h / n:.3f}"] for m, k, h, n in rows),
+        ),
     ]
-    lines += [f"| {m} | {k} | {h} | {n} | {h / n:.3f} |" for m, k, h, n in rows]
     return "\n".join(lines)
 
 

@@ -43,6 +43,7 @@ from bench.server import REPO_ROOT, LoadResult, Sampler, Server, load_questions,
 from provenance.embedder import Embedder
 from provenance.ingest import ingest
 from provenance.models import Stages
+from provenance.report import table
 from provenance.services import load_embedder
 from provenance.settings import Settings
 
@@ -156,7 +157,7 @@ async def anthropic_phase(report: Report, embedder: Embedder, questions: Sequenc
     from provenance.guards.base import NoGuards
     from provenance.pipeline import Pipeline
     from provenance.profiles.anthropic import build_anthropic_profile
-    from provenance.profiles.tools import ANSWER_TOOL
+    from provenance.profiles.outputs import ANSWER_TOOL
     from tests.fake_anthropic import _PASSAGE, FakeAnthropic, RecordedRequest, Reply, default_responder
 
     log(f"anthropic profile against the fake Messages API ({MODEL_LATENCY_S * 1000:.0f} ms per call)")
@@ -179,7 +180,7 @@ async def anthropic_phase(report: Report, embedder: Embedder, questions: Sequenc
             combined = build_anthropic_profile(settings, embedder)
             label = "combined"
             pipeline = Pipeline(settings, store, embedder, combined, NoGuards())
-            await pipeline.refresh_corpus()
+            await pipeline.corpora.refresh()
             fake.latency_s = 0.0
             await pipeline.ask(questions[-1], request_id="warm")  # first-question costs, outside
             fake.latency_s = MODEL_LATENCY_S
@@ -238,18 +239,22 @@ async def in_process(report: Report, questions: Sequence[str], sizes: Sequence[i
 
 
 def _latency_table(results: Sequence[LoadResult], decimals: int) -> str:
-    lines = [
-        "| concurrency | requests | req/s | p50 ms | p95 ms | p99 ms | server `totalMs` p50 | statuses |",
-        "|---:|---:|---:|---:|---:|---:|---:|---|",
-    ]
+    rows = []
     for r in results:
         statuses = ", ".join(f"{k} {v}" for k, v in sorted(r.statuses().items()))
-        lines.append(
-            f"| {r.concurrency} | {len(r.bodies)} | {r.throughput:.1f} | {r.rt(0.5):.{decimals}f} "
-            f"| {r.rt(0.95):.{decimals}f} | {r.rt(0.99):.{decimals}f} | {r.server_ms(0.5):.{decimals}f} "
-            f"| {statuses}{f', {r.errors} errors' if r.errors else ''} |"
+        times = (r.rt(0.5), r.rt(0.95), r.rt(0.99), r.server_ms(0.5))
+        errors = f", {r.errors} errors" if r.errors else ""
+        rows.append(
+            [
+                r.concurrency,
+                len(r.bodies),
+                f"{r.throughput:.1f}",
+                *(f"{t:.{decimals}f}" for t in times),
+                statuses + errors,
+            ]
         )
-    return "\n".join(lines)
+    head = ("concurrency", "requests", "req/s", "p50 ms", "p95 ms", "p99 ms", "server `totalMs` p50", "statuses")
+    return "\n".join(table(head, "rrrrrrrl", rows))
 
 
 def _scaling_verdict(report: Report) -> str:
@@ -290,18 +295,18 @@ def _floor_verdict(report: Report) -> str:
 
 
 def _stage_table(result: LoadResult) -> str:
-    lines = ["| stage | p50 ms | p95 ms |", "|---|---:|---:|"]
+    rows: list[list[str]] = []
     for stage in STAGES:
         values = [b["stages"][_camel(stage)]["ms"] for b in result.bodies]
-        lines.append(f"| {stage} | {percentile(values, 0.5):.1f} | {percentile(values, 0.95):.1f} |")
+        rows.append([stage, f"{percentile(values, 0.5):.1f}", f"{percentile(values, 0.95):.1f}"])
     embed = [b["stages"]["retrieval"].get("embedMs") or 0.0 for b in result.bodies]
-    lines.append(
-        f"| (retrieval: embedding the question) | {percentile(embed, 0.5):.1f} | {percentile(embed, 0.95):.1f} |"
+    rows.append(
+        ["(retrieval: embedding the question)", f"{percentile(embed, 0.5):.1f}", f"{percentile(embed, 0.95):.1f}"]
     )
     total = [b["totalMs"] for b in result.bodies]
-    lines.append(f"| **server `totalMs`** | **{percentile(total, 0.5):.1f}** | **{percentile(total, 0.95):.1f}** |")
-    lines.append(f"| client round trip | {result.rt(0.5):.1f} | {result.rt(0.95):.1f} |")
-    return "\n".join(lines)
+    rows.append(["**server `totalMs`**", f"**{percentile(total, 0.5):.1f}**", f"**{percentile(total, 0.95):.1f}**"])
+    rows.append(["client round trip", f"{result.rt(0.5):.1f}", f"{result.rt(0.95):.1f}"])
+    return "\n".join(table(("stage", "p50 ms", "p95 ms"), "lrr", rows))
 
 
 def _camel(name: str) -> str:
@@ -310,11 +315,18 @@ def _camel(name: str) -> str:
 
 
 def _anthropic_table(rows: dict[str, list[dict[str, Any]]]) -> str:
-    lines = [
-        "| path | answers | model calls | sequential round trips | `totalMs` p50 | pipeline on top (p50) "
-        "| decomposition p50 | entailment p50 | statuses |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
-    ]
+    head = (
+        "path",
+        "answers",
+        "model calls",
+        "sequential round trips",
+        "`totalMs` p50",
+        "pipeline on top (p50)",
+        "decomposition p50",
+        "entailment p50",
+        "statuses",
+    )
+    out = []
     names = {"combined": "one decompose-and-verify call"}
     for label in names:
         data = rows.get(label, [])
@@ -326,14 +338,20 @@ def _anthropic_table(rows: dict[str, list[dict[str, Any]]]) -> str:
         for row in data:
             statuses[row["status"]] = statuses.get(row["status"], 0) + 1
         med = statistics.median
-        lines.append(
-            f"| {names[label]} | {len(data)} | {'/'.join(map(str, calls))} | {'/'.join(map(str, trips))} "
-            f"| {med(r['total_ms'] for r in data):.0f} ms | {med(r['overhead_ms'] for r in data):.0f} ms "
-            f"| {med(r['stages']['decomposition'] for r in data):.0f} ms "
-            f"| {med(r['stages']['entailment'] for r in data):.0f} ms "
-            f"| {', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))} |"
+        out.append(
+            [
+                names[label],
+                len(data),
+                "/".join(map(str, calls)),
+                "/".join(map(str, trips)),
+                f"{med(r['total_ms'] for r in data):.0f} ms",
+                f"{med(r['overhead_ms'] for r in data):.0f} ms",
+                f"{med(r['stages']['decomposition'] for r in data):.0f} ms",
+                f"{med(r['stages']['entailment'] for r in data):.0f} ms",
+                ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())),
+            ]
         )
-    return "\n".join(lines)
+    return "\n".join(table(head, "lrrrrrrrl", out))
 
 
 METRICS_SECTION = (
@@ -442,7 +460,7 @@ def render(report: Report) -> str:
         "sockets, no HTTP parsing), layer by layer from the bare statement up to the whole app, this "
         "process's CPU per call (Postgres's share is not in it), least of three rounds of 3,000 calls.",
         "",
-        cached_layers.table(report.layers) if report.layers else "(not measured)",
+        cached_layers.layers_table(report.layers) if report.layers else "(not measured)",
         "",
         METRICS_SECTION,
         "",
@@ -458,18 +476,22 @@ def render(report: Report) -> str:
         "tree (one worker) and of PostgreSQL (postmaster and backends; shared buffers are counted once per "
         "process, so that figure overstates it). The 1, 2 and 4 worker figures are in the scaling table.",
         "",
-        "| server | peak RSS server | peak RSS PostgreSQL |",
-        "|---|---:|---:|",
-        *(f"| {what} | {srv:.0f} MiB | {pg:.0f} MiB |" for what, srv, pg in report.memory),
+        *table(
+            ("server", "peak RSS server", "peak RSS PostgreSQL"),
+            "lrr",
+            ([what, f"{srv:.0f} MiB", f"{pg:.0f} MiB"] for what, srv, pg in report.memory),
+        ),
         "",
         "## Ingest",
         "",
         "`corpus/` ingested with forced re-embedding (chunk, embed with the offline MiniLM int8 model, "
         "upsert), three times after a first ingest:",
         "",
-        "| run | passages | seconds | passages/s |",
-        "|---:|---:|---:|---:|",
-        *(f"| {i} | {n} | {s:.2f} | {n / s:.1f} |" for i, (n, s) in enumerate(report.ingest_runs, start=1)),
+        *table(
+            ("run", "passages", "seconds", "passages/s"),
+            "rrrr",
+            ([i, n, f"{s:.2f}", f"{n / s:.1f}"] for i, (n, s) in enumerate(report.ingest_runs, start=1)),
+        ),
         "",
         f"Median **{statistics.median(ingest_rates):.1f} passages/s**." if ingest_rates else "",
         "",

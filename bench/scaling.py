@@ -23,6 +23,7 @@ from pathlib import Path
 
 from bench.common import machine
 from bench.server import REPO_ROOT, LoadResult, Sampler, Server, load_questions, measured_load
+from provenance import report
 
 DOC = REPO_ROOT / "docs" / "scaling.md"
 BEGIN, END = "<!-- SCALING_TABLE -->", "<!-- /SCALING_TABLE -->"
@@ -61,23 +62,41 @@ def measure(
 
 def table(rows: Sequence[ScalingRow]) -> str:
     base = rows[0].result.throughput if rows else 0.0
-    lines = [
-        "| workers | req/s | vs 1 worker | p50 ms | p95 ms | CPU s: server | Postgres | load generator "
-        "| other users | machine busy | peak RSS server MiB | Postgres MiB |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    head = (
+        "workers",
+        "req/s",
+        "vs 1 worker",
+        "p50 ms",
+        "p95 ms",
+        "CPU s: server",
+        "Postgres",
+        "load generator",
+        "other users",
+        "machine busy",
+        "peak RSS server MiB",
+        "Postgres MiB",
+    )
+    out = []
     for row in rows:
         r = row.result
         cores = os.cpu_count() or 1
         window = r.cpu["window_s"]
         busy = min(1.0, r.cpu["machine_busy"] / (window * cores)) if window else 0.0
-        lines.append(
-            f"| {row.workers} | {r.throughput:.2f} | {r.throughput / base if base else 0:.2f}× | {r.rt(0.5):.0f} "
-            f"| {r.rt(0.95):.0f} | {r.cpu['server']:.1f} | {r.cpu['postgres']:.1f} | {r.cpu['client']:.1f} "
-            f"| {r.cpu['others']:.1f} | {100 * busy:.0f}% of {cores} cores | {row.peak_server_mib:.0f} "
-            f"| {row.peak_pg_mib:.0f} |"
+        cpu = (r.cpu["server"], r.cpu["postgres"], r.cpu["client"], r.cpu["others"])
+        out.append(
+            [
+                row.workers,
+                f"{r.throughput:.2f}",
+                f"{r.throughput / base if base else 0:.2f}×",
+                f"{r.rt(0.5):.0f}",
+                f"{r.rt(0.95):.0f}",
+                *(f"{c:.1f}" for c in cpu),
+                f"{100 * busy:.0f}% of {cores} cores",
+                f"{row.peak_server_mib:.0f}",
+                f"{row.peak_pg_mib:.0f}",
+            ]
         )
-    return "\n".join(lines)
+    return "\n".join(report.table(head, "r" * len(head), out))
 
 
 def summary(rows: Sequence[ScalingRow], concurrency: int, requests: int, load_avg: str) -> str:

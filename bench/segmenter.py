@@ -22,6 +22,7 @@ from pathlib import Path
 from provenance import text as T
 from provenance.chunking import chunk_blocks
 from provenance.documents.read import read_document
+from provenance.report import row, table
 from provenance.settings import REPO_ROOT
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -104,7 +105,7 @@ def main() -> None:
     for name, split in (("pysbd (as ingest uses it)", segmenter), ("pysbd alone", raw_pysbd), ("old rule", old_rule)):
         g, g_missed = score(split, golden, markers=split is not segmenter)
         a, a_missed = score(split, abbrev, markers=split is not segmenter)
-        rows.append(f"| {name} | {g}/{len(golden)} | {a}/{len(abbrev)} |")
+        rows.append(row([name, f"{g}/{len(golden)}", f"{a}/{len(abbrev)}"]))
         misses[name] = a_missed + g_missed
     n, sentences, new_mean, new_p95, old_mean, old_p95 = passage_cost(args.corpus)
     lines = [
@@ -112,8 +113,7 @@ def main() -> None:
         "",
         f"Written by `python -m bench.segmenter`; segmenter `{T.SEGMENTER_VERSION}`.",
         "",
-        "| segmenter | Golden Rules (English) | 18F abbreviations |",
-        "|---|---:|---:|",
+        *table(("segmenter", "Golden Rules (English)", "18F abbreviations"), "lrr"),
         *rows,
         "",
         '"As ingest uses it" leaves a list marker out of the sentence it starts ("1) The first item" is '

@@ -57,6 +57,7 @@ import psutil
 from bench.common import machine, percentile
 from bench.scaling import load_average
 from bench.server import REPO_ROOT, Server, cpu_s, load_questions, postgres_pid, rss_mib, tree
+from provenance.report import table
 
 DOC = REPO_ROOT / "docs" / "soak.md"
 SVG = REPO_ROOT / "docs" / "soak-rss.svg"
@@ -700,60 +701,54 @@ def _counts(values: Iterable[Any]) -> str:
 
 
 def status_table(hits: Sequence[Hit]) -> str:
-    lines = [
-        "| kind | requests | HTTP status | outcome | unexpected |",
-        "|---|---:|---|---|---:|",
-    ]
+    rows: list[list[object]] = []
     order = [*RATES, "limited address", "limited API key", "spend client"]
     for kind in order:
         mine = [h for h in hits if h.kind == kind]
         if not mine:
             continue
         unexpected = sum(not h.expected for h in mine)
-        lines.append(
-            f"| {kind} | {len(mine)} | {_counts(h.code for h in mine)} | "
-            f"{_counts(('cached ' if h.cached else '') + h.outcome for h in mine)} | {unexpected} |"
-        )
+        outcomes = _counts(("cached " if h.cached else "") + h.outcome for h in mine)
+        rows.append([kind, len(mine), _counts(h.code for h in mine), outcomes, unexpected])
     codes = Counter(h.code for h in hits)
-    lines.append(f"| **all** | **{len(hits)}** | {_counts(codes.elements())} | | {sum(not h.expected for h in hits)} |")
-    return "\n".join(lines)
+    unexpected = sum(not h.expected for h in hits)
+    total = f"| **all** | **{len(hits)}** | {_counts(codes.elements())} | | {unexpected} |"
+    return "\n".join([*table(("kind", "requests", "HTTP status", "outcome", "unexpected"), "lrllr", rows), total])
 
 
 def bad_input_table(hits: Sequence[Hit]) -> str:
-    lines = ["| bad input | requests | HTTP status |", "|---|---:|---|"]
+    rows = []
     for name, code, _ in BAD_INPUTS:
         mine = [h for h in hits if h.kind == "bad input" and h.variant == name]
-        lines.append(f"| {name} (expects {code}) | {len(mine)} | {_counts(h.code for h in mine)} |")
-    return "\n".join(lines)
+        rows.append([f"{name} (expects {code})", len(mine), _counts(h.code for h in mine)])
+    return "\n".join(table(("bad input", "requests", "HTTP status"), "lrl", rows))
 
 
 def minute_table(hits: Sequence[Hit], minutes: int) -> str:
-    lines = [
-        "| minute | requests | 5xx | p99 ms, all | p99 ms, cached | p99 ms, uncached | p50 ms, uncached |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    rows = []
     main = [h for h in hits if h.kind != "spend client"]
     for m in range(minutes):
         mine = [h for h in main if m * 60 <= h.t < (m + 1) * 60]
         cached = [h.ms for h in mine if h.cached]
         uncached = [h.ms for h in mine if h.code == 200 and h.cached is False]
-        lines.append(
-            f"| {m + 1} | {len(mine)} | {sum(h.code >= 500 for h in mine)} "
-            f"| {percentile([h.ms for h in mine], 0.99):.1f} | {percentile(cached, 0.99):.1f} "
-            f"| {percentile(uncached, 0.99):.1f} | {percentile(uncached, 0.5):.1f} |"
+        times = (
+            percentile([h.ms for h in mine], 0.99),
+            percentile(cached, 0.99),
+            percentile(uncached, 0.99),
+            percentile(uncached, 0.5),
         )
-    return "\n".join(lines)
+        rows.append([m + 1, len(mine), sum(h.code >= 500 for h in mine), *(f"{t:.1f}" for t in times)])
+    head = ("minute", "requests", "5xx", "p99 ms, all", "p99 ms, cached", "p99 ms, uncached", "p50 ms, uncached")
+    return "\n".join(table(head, "rrrrrrr", rows))
 
 
 def rss_table(samples: Sequence[tuple[float, float, float, float]]) -> str:
-    lines = [
-        "| time | server RSS MiB | PostgreSQL RSS MiB | spend server RSS MiB |",
-        "|---:|---:|---:|---:|",
+    rows = [
+        [f"{int(t) // 60}:{int(t) % 60:02d}", f"{srv:.1f}", f"{pg:.1f}", f"{spend:.1f}"]
+        for t, srv, pg, spend in samples
+        if abs(t / REPORT_EVERY_S - round(t / REPORT_EVERY_S)) < 1e-9
     ]
-    for t, srv, pg, spend in samples:
-        if abs(t / REPORT_EVERY_S - round(t / REPORT_EVERY_S)) < 1e-9:
-            lines.append(f"| {int(t) // 60}:{int(t) % 60:02d} | {srv:.1f} | {pg:.1f} | {spend:.1f} |")
-    return "\n".join(lines)
+    return "\n".join(table(("time", "server RSS MiB", "PostgreSQL RSS MiB", "spend server RSS MiB"), "rrrr", rows))
 
 
 def rss_svg(samples: Sequence[tuple[float, float, float, float]], reference_s: float) -> str:
@@ -873,21 +868,26 @@ def render(report: Report, run: Run) -> str:
     steady_rate = sum(RATES.values()) * args.scale
     uncached_rate = (RATES["uncached"] + RATES["API key, uncached"]) * args.scale
     verdict = "**PASSED**" if report.passed else "**FAILED**"
-    rows = "\n".join(f"| {c.name} | {'pass' if c.ok else '**FAIL**'} | {c.detail} |" for c in report.checks)
+    checks = table(
+        ("check", "result", "measured"),
+        "lll",
+        ([c.name, "pass" if c.ok else "**FAIL**", c.detail] for c in report.checks),
+    )
     levels = "; ".join(
         f"{name}: {_counts(counter.elements()) or 'empty'}" for name, counter in report.log_levels.items()
     )
-    kinds = (
-        "\n".join(f"| {kind} | {RATES[kind] * args.scale:g}/s | {KIND_NOTES[kind]} |" for kind in RATES)
-        + "\n"
-        + "\n".join(
-            f"| {kind} | sequential, {steps} in the run | {KIND_NOTES[kind]} |"
-            for kind, steps in (
-                ("limited address", LIMITED_STEPS_PER_LIMIT * args.limit),
-                ("limited API key", LIMITED_STEPS_PER_LIMIT * args.limit),
-                ("spend client", SPEND_STEPS),
-            )
-        )
+    sequential = (
+        ("limited address", LIMITED_STEPS_PER_LIMIT * args.limit),
+        ("limited API key", LIMITED_STEPS_PER_LIMIT * args.limit),
+        ("spend client", SPEND_STEPS),
+    )
+    kinds = table(
+        ("kind", "rate", "what"),
+        "lll",
+        [
+            *([kind, f"{RATES[kind] * args.scale:g}/s", KIND_NOTES[kind]] for kind in RATES),
+            *([kind, f"sequential, {steps} in the run", KIND_NOTES[kind]] for kind, steps in sequential),
+        ],
     )
     cpu = report.cpu
     parts = [
@@ -910,9 +910,7 @@ def render(report: Report, run: Run) -> str:
         "",
         "## Verdict",
         "",
-        "| check | result | measured |",
-        "|---|---|---|",
-        rows,
+        *checks,
         "",
         "## Traffic",
         "",
@@ -930,9 +928,7 @@ def render(report: Report, run: Run) -> str:
         f"`DAILY_BUDGET_USD={args.budget_usd:g}`, its own schema; the local profile makes no paid calls, so "
         "the cap can only bind there.",
         "",
-        "| kind | rate | what |",
-        "|---|---|---|",
-        kinds,
+        *kinds,
         "",
         "## Status counts",
         "",

@@ -22,6 +22,7 @@ import httpx
 
 from bench.common import embedded_data_dir, machine, percentile
 from bench.server import REPO_ROOT, Server, load, load_questions
+from provenance.report import table
 
 DOC = REPO_ROOT / "docs" / "benchmarks.md"
 TITLE = "## Streamed /ask: each stage as it completes"
@@ -128,21 +129,38 @@ def section(runs: Sequence[StreamRun], requests: int, machine_text: str) -> str:
         "the cache and the rate limit's first look are set before that and sent when the slot is granted, so "
         "their delay (*before admission*) is the wait in the admission queue, not the stream's.",
         "",
-        "| concurrency | stage → client | before admission | retrieval event | response event (stream total) "
-        "| JSON total | errors |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        *table(
+            (
+                "concurrency",
+                "stage → client",
+                "before admission",
+                "retrieval event",
+                "response event (stream total)",
+                "JSON total",
+                "errors",
+            ),
+            "rrrrrrr",
+            (
+                [
+                    r.concurrency,
+                    _p(r.lag_ms),
+                    _p(r.queued_ms),
+                    _p(r.retrieval_ms, 0),
+                    _p(r.stream_total_ms, 0),
+                    _p(r.json_total_ms, 0),
+                    r.errors,
+                ]
+                for r in runs
+            ),
+        ),
     ]
-    for r in runs:
-        lines.append(
-            f"| {r.concurrency} | {_p(r.lag_ms)} | {_p(r.queued_ms)} | {_p(r.retrieval_ms, 0)} "
-            f"| {_p(r.stream_total_ms, 0)} | {_p(r.json_total_ms, 0)} | {r.errors} |"
-        )
     lines += ["", "Stage → client by stage (p50 / p95 ms), at each concurrency:", ""]
     stages = list(dict.fromkeys(s for r in runs for s in r.lag_by_stage))
-    lines.append("| stage | " + " | ".join(f"c={r.concurrency}" for r in runs) + " |")
-    lines.append("|---|" + "---:|" * len(runs))
-    for stage in stages:
-        lines.append(f"| {stage} | " + " | ".join(_p(r.lag_by_stage.get(stage, [])) for r in runs) + " |")
+    lines += table(
+        ("stage", *(f"c={r.concurrency}" for r in runs)),
+        "l" + "r" * len(runs),
+        ([stage, *(_p(r.lag_by_stage.get(stage, [])) for r in runs)] for stage in stages),
+    )
     lines += [
         "",
         f"Target: each stage's event at the client within {TARGET_MS:.0f} ms (p95) of the stage finishing: "

@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 from bench.common import machine, percentile, scratch_store
+from provenance import report
 from provenance.db import MAINTENANCE_TIMEOUT_S
 from provenance.store import CorpusStore
 
@@ -84,17 +85,21 @@ async def measure(size: int, n_queries: int, k: int = 4) -> dict[str, float]:
 
 
 def table(rows: list[dict[str, float]]) -> str:
-    lines = [
-        "| passages | exact p50 ms | exact p95 ms | HNSW p50 ms | HNSW p95 ms | HNSW recall@4 vs exact "
-        "| index build s |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+    head = (
+        "passages",
+        "exact p50 ms",
+        "exact p95 ms",
+        "HNSW p50 ms",
+        "HNSW p95 ms",
+        "HNSW recall@4 vs exact",
+        "index build s",
+    )
+    times = ("exact_p50", "exact_p95", "hnsw_p50", "hnsw_p95")
+    out = [
+        [f"{int(r['size']):,}", *(f"{r[t]:.1f}" for t in times), f"{r['recall']:.3f}", f"{r['build_s']:.1f}"]
+        for r in rows
     ]
-    for r in rows:
-        lines.append(
-            f"| {int(r['size']):,} | {r['exact_p50']:.1f} | {r['exact_p95']:.1f} | {r['hnsw_p50']:.1f} "
-            f"| {r['hnsw_p95']:.1f} | {r['recall']:.3f} | {r['build_s']:.1f} |"
-        )
-    return "\n".join(lines)
+    return "\n".join(report.table(head, "rrrrrrr", out))
 
 
 async def main(sizes: list[int], n_queries: int) -> str:

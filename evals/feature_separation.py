@@ -27,6 +27,7 @@ from sklearn.metrics import roc_auc_score
 from provenance.evals import answer_matches, run_evals
 from provenance.passages import ScoredPassage
 from provenance.ports import Verification
+from provenance.report import table
 from provenance.services import build_profile, load_embedder
 from provenance.settings import Settings
 from provenance.verifiers.features import RELEVANCE_FEATURES, SUPPORT_FEATURES, FeatureVerifier
@@ -117,12 +118,12 @@ def main() -> int:
         f"whose candidate holds the reference (positives) and {n_neg} cases expected to be refused (negatives). "
         "AUC 0.5 is chance; n/a means the feature took one value on every case.",
         "",
-        "| feature | model | AUC | mean, answerable | mean, unanswerable |",
-        "|---|---|---:|---:|---:|",
     ]
+    rows = []
     for i, name in enumerate((*SUPPORT_FEATURES, *RELEVANCE_FEATURES)):
         model = "support" if i < len(SUPPORT_FEATURES) else "relevance"
-        lines.append(f"| {name} | {model} | {auc(X[:, i])} | {X[y == 1, i].mean():.3f} | {X[y == 0, i].mean():.3f} |")
+        rows.append([name, model, auc(X[:, i]), f"{X[y == 1, i].mean():.3f}", f"{X[y == 0, i].mean():.3f}"])
+    lines += table(("feature", "model", "AUC", "mean, answerable", "mean, unanswerable"), "llrrr", rows)
     p = np.asarray(probabilities)
     n_answerable = sum(1 for r in results if r.expect == "answer")
     n_refuse = len(results) - n_answerable

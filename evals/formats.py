@@ -36,9 +36,10 @@ from pathlib import Path
 
 from provenance.chunking import chunk_blocks
 from provenance.embedder import Embedder
-from provenance.evals import CaseResult, Score, _pct, display_path, ingested_pipeline, load_cases, run_cases, score
+from provenance.evals import CaseResult, Score, ingested_pipeline, load_cases, run_cases, score
 from provenance.ingest import read_sources
 from provenance.ports import Profile
+from provenance.report import cell, cli_settings, pct, shown, table
 from provenance.settings import REPO_ROOT, Settings
 from tests.documents_support import html_to_pdf, markdown_to_docx, markdown_to_html
 
@@ -126,8 +127,8 @@ async def run_formats(
         run = FormatRun(label, files, passages, results)
         s = run.score
         print(
-            f"{label}: {passages} passages, fabrication {_pct(s.fabrication_rate)}, false refusal "
-            f"{_pct(s.false_refusal_rate)}, answered correctly {_pct(s.answered_correctly)} "
+            f"{label}: {passages} passages, fabrication {pct(s.fabrication_rate)}, false refusal "
+            f"{pct(s.false_refusal_rate)}, answered correctly {pct(s.answered_correctly)} "
             f"({time.monotonic() - started:.0f} s)",
             file=sys.stderr,
         )
@@ -155,26 +156,34 @@ def render(
     lines = [
         "# Format check: the corpus as HTML, PDF and Word",
         "",
-        f"`{display_path(corpus)}` rendered to each format by `evals/formats.py` (how each is made is in its "
-        f"docstring), ingested and asked every case of `{display_path(cases_path)}` ({baseline.score.n} cases). "
+        f"`{shown(corpus)}` rendered to each format by `evals/formats.py` (how each is made is in its "
+        f"docstring), ingested and asked every case of `{shown(cases_path)}` ({baseline.score.n} cases). "
         f"Profile `{profile}`, k = {settings.retrieval.k}, retrieval `{settings.retrieval.mode}`. Generated "
         f"by `python -m evals.formats` in {elapsed_s:.0f} s; every figure below is what that run produced.",
         "",
         f"The bar: fabrication 0%, and answered correctly within {MAX_DROP_POINTS:.0f} points of the "
         "Markdown corpus's.",
         "",
-        "| format | documents | passages | fabrication | false refusal | answered correctly | vs Markdown | bar |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
+    figures = []
     for run in runs:
         s = run.score
         met, delta = verdict(run, baseline)
         vs = "" if run is baseline else f"{delta:+.1f} pts"
-        lines.append(
-            f"| {run.label} | {run.files} | {run.passages} | {_pct(s.fabrication_rate)} "
-            f"| {_pct(s.false_refusal_rate)} | {_pct(s.answered_correctly)} | {vs} "
-            f"| {'' if run is baseline else ('met' if met else '**missed**')} |"
-        )
+        bar = "" if run is baseline else ("met" if met else "**missed**")
+        rates = (s.fabrication_rate, s.false_refusal_rate, s.answered_correctly)
+        figures.append([run.label, run.files, run.passages, *map(pct, rates), vs, bar])
+    head = (
+        "format",
+        "documents",
+        "passages",
+        "fabrication",
+        "false refusal",
+        "answered correctly",
+        "vs Markdown",
+        "bar",
+    )
+    lines += table(head, "lrrrrrrl", figures)
     lines += [
         "",
         "False refusal is of the answerable and partial cases; answered correctly is the share of those "
@@ -189,20 +198,16 @@ def render(
         for r in run.results:
             b = base[r.id]
             if _outcome(r) != _outcome(b):
-                question = r.question.replace("|", "\\|")
-                rows.append(f"| {run.label} | {r.id} | {_outcome(b)} | {_outcome(r)} | {r.reason or ''} | {question} |")
+                rows.append([run.label, r.id, _outcome(b), _outcome(r), r.reason or "", cell(r.question)])
     if rows:
-        lines += ["| format | case | Markdown | this format | reason | question |", "|---|---|---|---|---|---|", *rows]
+        lines += table(("format", "case", "Markdown", "this format", "reason", "question"), "llllll", rows)
     else:
         lines.append("None: every case has the same outcome in every format.")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from provenance.errors import SettingsError
-    from provenance.logs import configure_logging
     from provenance.services import build_profile, load_embedder
-    from provenance.settings import load_settings
 
     parser = argparse.ArgumentParser(prog="python -m evals.formats", description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="the Markdown corpus to render")
@@ -210,12 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="Markdown report")
     parser.add_argument("--keep", type=Path, default=None, help="write the renderings here and keep them")
     args = parser.parse_args(argv)
-    try:
-        settings = load_settings()
-    except SettingsError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
+    settings = cli_settings()
+    if settings is None:
         return 2
-    configure_logging(settings.server.log_level)
     started = time.monotonic()
     embedder = load_embedder(settings)
     profile = build_profile(settings, embedder)
@@ -229,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     missed = [run.label for run in runs[1:] if not verdict(run, runs[0])[0]]
     outcome = "missed the bar: " + ", ".join(missed) if missed else "every format met the bar"
-    print(f"report: {display_path(out)}; {outcome}")
+    print(f"report: {shown(out)}; {outcome}")
     return 1 if missed else 0
 
 

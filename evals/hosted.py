@@ -45,12 +45,13 @@ import msgspec
 
 from provenance import text as T
 from provenance.embedder import Embedder
-from provenance.evals import Case, display_path, ingested_pipeline, load_cases, load_jsonl
-from provenance.models import AskResponse
-from provenance.pipeline import WITHHELD
+from provenance.evals import Case, ingested_pipeline, load_cases, load_jsonl
+from provenance.models import AskResponse, ClaimResult
 from provenance.ports import Profile
-from provenance.profiles.tools import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
+from provenance.profiles.outputs import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
 from provenance.progress import Progress
+from provenance.report import cell, cli_settings, pct_of, shown, table
+from provenance.response import WITHHELD
 from provenance.settings import REPO_ROOT, Settings
 from tests.fake_anthropic import PASSAGE_TAG, FakeAnthropic, RecordedRequest, Reply, default_responder
 
@@ -190,19 +191,10 @@ def question_facts_missing(question: str, claim: str, support: str) -> list[str]
 # --- records ------------------------------------------------------------------------------------
 
 
-class ClaimRecord(msgspec.Struct, rename="camel", omit_defaults=True):
-    text: str
-    support: float
-    relevance: float
-    local_support: float
-    supporting_passage_ids: list[str]
-    local_relevance: float | None = None
-    model_support: float | None = None
-    model_relevance: float | None = None
-    capped_by: str | None = None
-    relevance_capped_by: str | None = None
-    quoted: bool = False
-    # The response withholds a refused answer's own words; the text shown is then the scripted claim it stands for.
+class ClaimRecord(ClaimResult, omit_defaults=True):
+    """A claim as the response gave it; a refused answer's own words come back withheld, and the text shown
+    is then the scripted claim it stands for (`withheld`)."""
+
     withheld: bool = False
 
 
@@ -284,18 +276,8 @@ def record_of(
     by_order = kept if len(kept) == len(g.claims) else [c.text for c in g.claims]
     rec.claims = [
         ClaimRecord(
-            text=scripted if c.text == WITHHELD else c.text,
+            **(msgspec.structs.asdict(c) | {"text": scripted if c.text == WITHHELD else c.text}),
             withheld=c.text == WITHHELD,
-            support=c.support,
-            relevance=c.relevance,
-            local_support=c.local_support,
-            supporting_passage_ids=list(c.supporting_passage_ids),
-            local_relevance=c.local_relevance,
-            model_support=c.model_support,
-            model_relevance=c.model_relevance,
-            capped_by=c.capped_by,
-            relevance_capped_by=c.relevance_capped_by,
-            quoted=c.quoted,
         )
         for c, scripted in zip(g.claims, by_order, strict=True)
     ]
@@ -393,10 +375,6 @@ class Tally:
         return self.support + self.relevance + self.other
 
 
-def _pct(num: int, den: int) -> str:
-    return "n/a" if den == 0 else f"{100 * num / den:.1f}%"
-
-
 def target(kind: Kind, t: Tally) -> tuple[str, str]:
     """The kind's target in words, and whether this run met it."""
     if t.n == 0:
@@ -410,48 +388,34 @@ def target(kind: Kind, t: Tally) -> tuple[str, str]:
     return "reported; the veto cases must all be caught", "see below"
 
 
-def tally_row(name: str, t: Tally, extra: Sequence[str] = ()) -> str:
-    cells = [
-        name,
-        str(t.n),
-        f"{t.answered} ({_pct(t.answered, t.n)})",
-        str(t.refused),
-        str(t.support),
-        str(t.relevance),
-        str(t.other),
-        str(t.blocked),
-        str(t.errors),
-        *extra,
-    ]
-    return "| " + " | ".join(cells) + " |"
+def tally_row(name: str, t: Tally, extra: Sequence[str] = ()) -> list[object]:
+    answered = f"{t.answered} ({pct_of(t.answered, t.n)})"
+    return [name, t.n, answered, t.refused, t.support, t.relevance, t.other, t.blocked, t.errors, *extra]
 
 
-_TALLY_HEAD = "| {first} | N | answered | refused | … support | … relevance | … other | blocked | errors |"
-_TALLY_RULE = "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+def tally_table(first: str, rows: Iterable[Sequence[object]]) -> list[str]:
+    head = (first, "N", "answered", "refused", "… support", "… relevance", "… other", "blocked", "errors")
+    return table(head, "lrrrrrrrr", rows)
 
 
 def _f(x: float | None) -> str:
     return "–" if x is None else f"{x:.2f}"
 
 
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def describe(r: Record) -> list[str]:
     """One case, for the failing lists: why it went the way it did."""
     if r.status == "error":
-        got = f"error: `{_md(r.error or '')}`"
+        got = f"error: `{cell(r.error or '')}`"
     elif r.status == "refused":
         got = f"refused ({r.failed or r.reason or 'other'})"
     else:
         got = r.status + (f" ({r.reason})" if r.reason else "")
-    lines = [f"- **{r.id}** ({r.suite}) {got}: “{_md(r.question)}”"]
+    lines = [f"- **{r.id}** ({r.suite}) {got}: “{cell(r.question)}”"]
     if r.detail:
-        lines.append(f"  - gate: {_md(r.detail)}")
+        lines.append(f"  - gate: {cell(r.detail)}")
     if r.fabrication:
-        lines.append(f"  - fabricated ({_md(r.fabrication)})")
-    lines.append(f"  - scripted answer: “{_md(r.scripted_answer)}”")
+        lines.append(f"  - fabricated ({cell(r.fabrication)})")
+    lines.append(f"  - scripted answer: “{cell(r.scripted_answer)}”")
     missing = [pid for pid in r.scripted_passages if pid not in r.retrieved and pid not in r.not_in_corpus]
     where = f"scripted passage(s) {', '.join(f'`{p}`' for p in r.scripted_passages)}"
     if r.not_in_corpus:
@@ -470,14 +434,14 @@ def describe(r: Record) -> list[str]:
             caps.append(f"relevance capped by `{c.relevance_capped_by}`")
         if not set(c.supporting_passage_ids) <= set(r.cited):
             caps.append("judged against " + (", ".join(f"`{p}`" for p in c.supporting_passage_ids) or "no passage"))
-        shown = f"“{_md(c.text)}”" + (" (withheld in the response)" if c.withheld else "")
+        text = f"“{cell(c.text)}”" + (" (withheld in the response)" if c.withheld else "")
         lines.append(
-            f"  - claim {shown}: support **{_f(c.support)}** (local {_f(c.local_support)}, model "
+            f"  - claim {text}: support **{_f(c.support)}** (local {_f(c.local_support)}, model "
             f"{_f(c.model_support)}), relevance **{_f(c.relevance)}** (model {_f(c.model_relevance)}, local "
             f"{_f(c.local_relevance)})" + (f"; {'; '.join(caps)}" if caps else "")
         )
     for d in r.dropped_claims:
-        lines.append(f"  - claim dropped by decomposition: “{_md(d)}”")
+        lines.append(f"  - claim dropped by decomposition: “{cell(d)}”")
     return lines
 
 
@@ -561,7 +525,7 @@ def render(
         for pid in r.not_in_corpus:
             if r.id not in absent.setdefault(pid, []):
                 absent[pid].append(r.id)
-    questions = " and ".join(f"`{display_path(path)}`" for path in case_files)
+    questions = " and ".join(f"`{shown(path)}`" for path in case_files)
     off_wrong = by_kind["off_wrong"]
     veto = [r for r in off_wrong if r.question_facts_missing]
     veto_missed = [r for r in veto if r.status != "refused" and r.status != "blocked"]
@@ -573,14 +537,14 @@ def render(
         + (f", **limited to the first {limit} scripted cases**" if limit else "")
         + f": {cases} cases × {len(KINDS)} kinds = {len(records)} asks. Profile `anthropic` through the real "
         "`anthropic` SDK against the fake Messages API of `tests/fake_anthropic.py` on loopback, over corpus "
-        f"`{display_path(corpus)}` ingested into a throwaway schema (the in-process pipeline of `provenance evals`: "
+        f"`{shown(corpus)}` ingested into a throwaway schema (the in-process pipeline of `provenance evals`: "
         f"cache off, no guards). Local verifier `{settings.local_verifier}`, {judged_by(settings)}, k = "
         f"{settings.retrieval.k}, retrieval "
         f"`{settings.retrieval.mode}`; gate: support mean ≥ {g.threshold:.2f} and weakest claim ≥ "
         f"{g.min_claim:.2f}, relevance of the most relevant claim ≥ {g.relevance:.2f} (uncertain from "
         f"{g.relevance_uncertain:.2f}).",
         "",
-        f"The questions are those of {questions}. What the model says comes from `{display_path(scripts)}`, "
+        f"The questions are those of {questions}. What the model says comes from `{shown(scripts)}`, "
         "written by hand for their answerable cases before anything was tuned against them, and read as "
         f"written: {scripts_provenance(scripts)}. The fake screens every question `ok`; answers with the "
         "scripted answer, citing the scripted passages that were in its prompt (else the prompt's passages "
@@ -607,13 +571,12 @@ def render(
     lines += [
         "## Headline",
         "",
-        "| kind | N | answered | target | |",
-        "|---|---:|---:|---|---|",
     ]
+    headline_rows = []
     for kind in KINDS:
         t = tallies[kind]
-        goal, met = target(kind, t)
-        lines.append(f"| {LABEL[kind]} | {t.n} | {t.answered} ({_pct(t.answered, t.n)}) | {goal} | {met} |")
+        headline_rows.append([LABEL[kind], t.n, f"{t.answered} ({pct_of(t.answered, t.n)})", *target(kind, t)])
+    lines += table(("kind", "N", "answered", "target", ""), "lrrll", headline_rows)
     lines += [
         "",
         f"c2 veto: of the {len(off_wrong)} off-question answers called relevant, **{len(veto)}** "
@@ -630,19 +593,21 @@ def render(
         "Refusals are split by the judgment the gate found failing; “other” is a refusal before the gate "
         "(e.g. nothing retrieved, or no claim left).",
         "",
-        _TALLY_HEAD.format(first="kind"),
-        _TALLY_RULE,
+        *tally_table("kind", (tally_row(LABEL[kind], tallies[kind]) for kind in KINDS)),
     ]
-    lines += [tally_row(LABEL[kind], tallies[kind]) for kind in KINDS]
-    lines += ["", "## By suite", "", _TALLY_HEAD.format(first="kind · suite"), _TALLY_RULE]
-    for kind in KINDS:
-        for suite in suites:
-            lines.append(tally_row(f"{LABEL[kind]} · {suite}", Tally.of(r for r in by_kind[kind] if r.suite == suite)))
-    fab_kinds = sorted({(r.fabrication or ":").split(":", 1)[0] for r in by_kind["fabricated"]})
-    lines += ["", "## Fabricated, by kind of wrong fact", "", _TALLY_HEAD.format(first="wrong fact"), _TALLY_RULE]
-    for fk in fab_kinds:
-        rs = [r for r in by_kind["fabricated"] if (r.fabrication or ":").split(":", 1)[0] == fk]
-        lines.append(tally_row(fk, Tally.of(rs)))
+    by_suite = (
+        tally_row(f"{LABEL[kind]} · {suite}", Tally.of(r for r in by_kind[kind] if r.suite == suite))
+        for kind in KINDS
+        for suite in suites
+    )
+    lines += ["", "## By suite", "", *tally_table("kind · suite", by_suite)]
+
+    def wrong_fact(r: Record) -> str:
+        return (r.fabrication or ":").split(":", 1)[0]
+
+    fab_kinds = sorted({wrong_fact(r) for r in by_kind["fabricated"]})
+    by_fact = (tally_row(fk, Tally.of(r for r in by_kind["fabricated"] if wrong_fact(r) == fk)) for fk in fab_kinds)
+    lines += ["", "## Fabricated, by kind of wrong fact", "", *tally_table("wrong fact", by_fact)]
     lines += [
         "",
         "## Why",
@@ -651,16 +616,15 @@ def render(
         f"{settings.retrieval.k}), a cap that needs no reading (`provenance.stages.lexical`), or a verdict. For a "
         "support refusal, the weakest claim's; for a relevance refusal, the most relevant claim's.",
         "",
-        "| kind | outcome | N |",
-        "|---|---|---:|",
     ]
+    causes = []
     for kind in KINDS:
         counts: dict[str, int] = {}
         for r in by_kind[kind]:
             key = cause(r, g.threshold)
             counts[key] = counts.get(key, 0) + 1
-        for key, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-            lines.append(f"| {LABEL[kind]} | {key} | {n} |")
+        causes += [[LABEL[kind], key, n] for key, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+    lines += table(("kind", "outcome", "N"), "llr", causes)
     claims = [(r, c) for r in records if r.status != "error" for c in r.claims]
     elsewhere = [(r, c) for r, c in claims if r.cited and not set(c.supporting_passage_ids) & set(r.cited)]
     lines += [
@@ -700,17 +664,16 @@ def render(
             lines += describe(r)
         lines.append("")
     if veto:
-        lines += ["## c2 cases the veto must catch", "", "| id | suite | names | status | relevance capped by |"]
-        lines.append("|---|---|---|---|---|")
+        rows = []
         for r in veto:
             caps = ", ".join(sorted({c.relevance_capped_by or "–" for c in r.claims})) or "–"
             status = r.status + (f" ({r.failed})" if r.failed else "")
-            lines.append(f"| {r.id} | {r.suite} | {', '.join(r.question_facts_missing)} | {status} | {caps} |")
-        lines.append("")
+            rows.append([r.id, r.suite, ", ".join(r.question_facts_missing), status, caps])
+        head = ("id", "suite", "names", "status", "relevance capped by")
+        lines += ["## c2 cases the veto must catch", "", *table(head, "lllll", rows), ""]
     if absent:
-        lines += ["## Scripted passages not in this corpus", "", "| passage id | cases |", "|---|---|"]
-        lines += [f"| `{pid}` | {', '.join(ids)} |" for pid, ids in absent.items()]
-        lines.append("")
+        absent_rows = [[f"`{pid}`", ", ".join(ids)] for pid, ids in absent.items()]
+        lines += ["## Scripted passages not in this corpus", "", *table(("passage id", "cases"), "ll", absent_rows), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -772,10 +735,7 @@ class LyingJudge:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from provenance.errors import SettingsError
-    from provenance.logs import configure_logging
     from provenance.services import build_profile, load_embedder
-    from provenance.settings import load_settings
 
     parser = argparse.ArgumentParser(prog="python -m evals.hosted", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="Markdown report (default evals/hosted.md)")
@@ -827,12 +787,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.corpus is not None and not args.corpus.is_dir():
         parser.error(f"--corpus: no such folder: {args.corpus}")
 
-    try:
-        base = load_settings()
-    except SettingsError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
+    base = cli_settings()
+    if base is None:
         return 2
-    configure_logging(base.server.log_level)
     try:
         rows = load_scripts(args.scripts)
         questions = load_questions(case_files)
@@ -846,8 +803,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = rows[: args.limit]
     unknown = [r.id for r in rows if r.id not in questions]
     if unknown:
-        shown = ", ".join(display_path(p) for p in case_files)
-        print(f"error: scripts for case ids that {shown} lack: {', '.join(unknown)}", file=sys.stderr)
+        files = ", ".join(shown(p) for p in case_files)
+        print(f"error: scripts for case ids that {files} lack: {', '.join(unknown)}", file=sys.stderr)
         return 2
 
     started = time.monotonic()
@@ -878,7 +835,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in records))
     print(headline(records))
-    print(f"report: {display_path(args.out)}")
+    print(f"report: {shown(args.out)}")
     return 0
 
 

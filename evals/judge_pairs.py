@@ -38,6 +38,7 @@ from provenance.judges.calibration import JudgeCalibration, save_calibration
 from provenance.judges.model import ModelJudge
 from provenance.passages import ScoredPassage
 from provenance.ports import PassageSupport
+from provenance.report import table
 from provenance.settings import Settings
 from provenance.stages.lexical import MIN_OVERLAP
 from provenance.verifiers.features import load_coefficients
@@ -168,7 +169,7 @@ def fit_platt(raw: Sequence[float], labels: Sequence[int]) -> tuple[float, float
     return float(result.x[0]), float(result.x[1])
 
 
-def table(name: str, pairs: list[dict[str, object]], scored: list[Scored], judge: ModelJudge) -> list[str]:
+def pairs_table(name: str, pairs: list[dict[str, object]], scored: list[Scored], judge: ModelJudge) -> list[str]:
     labels = [int(str(p["label"])) for p in pairs]
     columns = {
         "rules alone": [s.rules.score for s in scored],
@@ -179,16 +180,15 @@ def table(name: str, pairs: list[dict[str, object]], scored: list[Scored], judge
     lines = [
         f"### {name}: {len(pairs)} pairs ({pos} restatements, {neg} changed claims)",
         "",
-        "| | ROC AUC | restatements reaching 0.70 | changed claims reaching 0.70 |",
-        "|---|---|---|---|",
     ]
+    rows = []
     for label, scores in columns.items():
         passed_pos = sum(1 for s, y in zip(scores, labels, strict=True) if y and s >= PASS)
         passed_neg = sum(1 for s, y in zip(scores, labels, strict=True) if not y and s >= PASS)
-        lines.append(
-            f"| {label} | {auc(scores, labels):.3f} | {passed_pos}/{pos} ({passed_pos / pos:.0%}) | "
-            f"{passed_neg}/{neg} ({passed_neg / neg:.0%}) |"
-        )
+        reached = (f"{passed_pos}/{pos} ({passed_pos / pos:.0%})", f"{passed_neg}/{neg} ({passed_neg / neg:.0%})")
+        rows.append([label, f"{auc(scores, labels):.3f}", *reached])
+    head = ("", "ROC AUC", "restatements reaching 0.70", "changed claims reaching 0.70")
+    lines += table(head, "llll", rows)
     by_kind: Counter[str] = Counter()
     passed: Counter[str] = Counter()
     vetoed = [judge_vetoed(s, judge) for s in scored]
@@ -249,13 +249,13 @@ async def run(args: argparse.Namespace, base_url: str, model: str) -> int:
         f"{calibration.auc:.3f}). Each claim read against the window of the rules' best {args.candidates} passages "
         "of its source file; the gate's 0.70.",
         "",
-        *table(
+        *pairs_table(
             "Held out: evals/support-pairs-18f.jsonl (18F handbook; never fitted on)",
             report_pairs,
             report_scored,
             judge,
         ),
-        *table("Fitted on: evals/support-pairs.jsonl (corpus/)", fit_pairs, fit_scored, judge),
+        *pairs_table("Fitted on: evals/support-pairs.jsonl (corpus/)", fit_pairs, fit_scored, judge),
     ]
     text = "\n".join(lines)
     print(text)

@@ -39,6 +39,7 @@ from provenance import text as T
 from provenance.claims import is_meta_claim
 from provenance.evals import PARTIAL
 from provenance.llm_server import QWEN_SHA256, REPO_ROOT
+from provenance.report import cell, row, table
 
 SUITES = (
     ("ours", "Our cases (evals/cases.jsonl)"),
@@ -175,8 +176,8 @@ def examples(records: Sequence[dict[str, Any]], limit: int = 8) -> list[str]:
         if raw_verdict(r) != "wrong":
             continue
         gate = r["status"] if r.get("reason") != "model_error" else "model_error"
-        answer = " ".join((r.get("candidate") or "").split())[:160].replace("|", "\\|")
-        lines.append(f"| {r['id']} | {r['expect']} | {gate} ({r.get('reason') or ''}) | {answer} |")
+        answer = cell(" ".join((r.get("candidate") or "").split())[:160])
+        lines.append(row([r["id"], r["expect"], f"{gate} ({r.get('reason') or ''})", answer]))
         if len(lines) == limit:
             break
     return lines
@@ -253,12 +254,11 @@ def render(folder: Path) -> str:
         if not records:
             out += ["Not run yet.", ""]
             continue
-        out += ["| figure | value |", "|---|---|"]
-        out += [f"| {k} | {v} |" for k, v in figures(records).items()]
+        out += table(("figure", "value"), "ll", figures(records).items())
         wrong = examples(records)
         if wrong:
             out += ["", "The raw model's wrong or unsupported answers (first few) and what the gate did:", ""]
-            out += ["| case | expected | gate | the model's answer |", "|---|---|---|---|", *wrong]
+            out += [*table(("case", "expected", "gate", "the model's answer"), "llll"), *wrong]
         out.append("")
     return "\n".join(out)
 

@@ -32,7 +32,7 @@ import msgspec
 import pytest
 from anthropic import AsyncAnthropic
 
-from provenance.profiles.tools import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
+from provenance.profiles.outputs import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
 from provenance.settings import Settings
 
 FAKE_API_KEY = "sk-ant-test-0000"

@@ -22,7 +22,7 @@ from provenance.profiles.anthropic import (
     make_client,
 )
 from provenance.profiles.local import build_local_profile
-from provenance.profiles.tools import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
+from provenance.profiles.outputs import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
 from provenance.stages.decompose import decompose_and_verify
 from provenance.verifiers.features import FeatureVerifier
 from tests.fake_anthropic import FakeAnthropic, Reply, fake_anthropic, wait_for_requests
@@ -264,9 +264,11 @@ async def test_decompose_and_verify_is_one_call(fake_anthropic: FakeAnthropic) -
     )
     combined = AnthropicDecomposeAndVerify(fake_anthropic.client(), MODEL)
 
-    decomposition, verification = await decompose_and_verify(
+    decomposition = await decompose_and_verify(
         "How much is a day pass?", "A day pass is $25 and includes tea.", PASSAGES, combined
     )
+    verification = decomposition.verification
+    assert verification is not None and decomposition.verified_by == combined.name
 
     # The stage drops the claim about the passages and keeps each verdict with its claim.
     assert decomposition.claims == ["A day pass costs $25.", "A day pass includes tea."]

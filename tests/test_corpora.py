@@ -129,16 +129,16 @@ async def test_the_pipeline_answers_from_the_corpus_asked_for(
     await ingest(fresh_store, CORPUS, lambda: embedder, embedder.model_name)
     await ingest(fresh_store, write_garden(tmp_path / "garden"), lambda: embedder, embedder.model_name, corpus="garden")
     pipeline = Pipeline(Settings(), fresh_store, embedder, build_local_profile(embedder))
-    await pipeline.refresh_corpus()
+    await pipeline.corpora.refresh()
     question = "How much is a half plot per year?"
 
     garden = (await pipeline.ask(question, request_id="g", use_cache=False, corpus="garden")).response
-    assert garden.corpus == "garden" and garden.corpus_version == pipeline.corpora["garden"].version
+    assert garden.corpus == "garden" and garden.corpus_version == pipeline.corpora.known["garden"].version
     assert {p.source for p in garden.stages.retrieval.passages} <= {"README.md", "plots.md", "tools.md"}
     assert garden.stages.retrieval.passages
 
     handbook = (await pipeline.ask(question, request_id="d", use_cache=False)).response
-    assert handbook.corpus == "default" and handbook.corpus_version == pipeline.corpus_version
+    assert handbook.corpus == "default" and handbook.corpus_version == pipeline.corpora.version
     assert not {p.source for p in handbook.stages.retrieval.passages} & {"README.md", "plots.md", "tools.md"}
 
     # The same question is a different cache entry in each corpus.

@@ -105,7 +105,7 @@ async def test_one_pipeline_request_embeds_its_question_once(embedder: Embedder,
     batching = BatchingEmbedder(counting, wait_s=0.0)
     await ingest(fresh_store, REPO_ROOT / "corpus", lambda: batching, batching.model_name)
     pipeline = Pipeline(Settings(), fresh_store, batching, build_local_profile(batching))
-    await pipeline.refresh_corpus()
+    await pipeline.corpora.refresh()
     question = "How much does a standard locker cost per month?"
     counting.queries.clear()
     outcome = await pipeline.ask(question, request_id="memo", use_cache=False)

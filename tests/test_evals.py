@@ -137,7 +137,7 @@ async def test_external_suite_prints_its_figures(
     settings = corpus_services.settings
     await ingest(fresh_store, EXTERNAL / "corpus", lambda: embedder, settings.embedding.model)
     pipeline = Pipeline(settings, fresh_store, embedder, build_profile(settings, embedder))
-    await pipeline.refresh_corpus()
+    await pipeline.corpora.refresh()
     started = time.monotonic()
     results = await run_cases(pipeline, load_cases(EXTERNAL / "cases.jsonl"), show_progress=False)
     report = render_report(

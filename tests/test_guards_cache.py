@@ -103,7 +103,7 @@ async def test_blocked_responses_are_never_cached(services: Services) -> None:
         response = await _ask(services.pipeline, INJECTION)
         assert response.status == "blocked" and response.reason == "injection"
         assert not response.cached and response.stages.cache.status == "miss"
-    key = services.pipeline.answer_cache_key(INJECTION, services.pipeline.default_corpus)
+    key = services.pipeline.answer_cache_key(INJECTION, services.pipeline.corpora.default)
     assert await services.store.cache_get(key) is None
 
 
@@ -121,7 +121,7 @@ async def test_ttl_zero_turns_the_cache_off_and_says_so(services: Services) -> N
     pipeline = Pipeline(
         settings, services.store, services.embedder, services.profile, PostgresGuards(settings, services.store)
     )
-    await pipeline.refresh_corpus()
+    await pipeline.corpora.refresh()
     question = "What are the opening hours on Saturday?"
     for _ in range(2):
         response = await _ask(pipeline, question)
@@ -139,7 +139,7 @@ async def test_a_spent_budget_blocks_new_questions_but_still_serves_cached_answe
     estimate = request_estimate_usd(paid, services.settings)
     settings = services.settings.with_overrides(daily_budget_usd=round(estimate * 1.5, 6))
     pipeline = Pipeline(settings, services.store, services.embedder, paid, PostgresGuards(settings, services.store))
-    await pipeline.refresh_corpus()
+    await pipeline.corpora.refresh()
 
     answered = await _ask(pipeline, LOCKERS)
     assert answered.status == "answered" and not answered.cached

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evals import hosted
-from provenance.evals import display_path
+from provenance.report import shown
 
 CORPUS_TEXT = """# Tiny workshop
 
@@ -89,7 +89,7 @@ def test_runs_on_the_corpus_cases_and_scripts_it_is_given(
 
     report = out.read_text(encoding="utf-8")
     for path in (corpus, cases, scripts):
-        assert f"`{display_path(path)}`" in report
+        assert f"`{shown(path)}`" in report
     assert "| (a) faithful · tiny | 1 | 1 (100.0%) |" in report
     assert "**1 scripted passage id(s) are not in this corpus**, named by 1 case(s)" in report
     assert f"| `{NOWHERE}` | tiny-01 |" in report
@@ -104,7 +104,7 @@ def test_scripts_for_cases_the_cases_file_lacks_are_an_error(
     corpus, cases, scripts = write_inputs(tmp_path, {**SCRIPT, "id": "tiny-99"})
     argv = ["--corpus", str(corpus), "--cases", str(cases), "--scripts", str(scripts), "--out", str(tmp_path / "o.md")]
     assert hosted.main(argv) == 2
-    assert f"scripts for case ids that {display_path(cases)} lack: tiny-99" in capsys.readouterr().err
+    assert f"scripts for case ids that {shown(cases)} lack: tiny-99" in capsys.readouterr().err
     assert not (tmp_path / "o.md").exists()
 
 

@@ -93,14 +93,14 @@ async def test_a_running_pipeline_notices_a_new_ingest(fresh_store: Store, embed
     shutil.copytree(REPO_ROOT / "corpus", corpus)
     first = await ingest(fresh_store, corpus, lambda: embedder, embedder.model_name)
     pipeline = Pipeline(Settings(), fresh_store, embedder, build_local_profile(embedder))
-    await pipeline.refresh_corpus()
-    assert pipeline.corpus_version == first.version
+    await pipeline.corpora.refresh()
+    assert pipeline.corpora.version == first.version
 
     target = corpus / "05-storage-and-lockers.md"
     target.write_text(target.read_text().replace("$14 per month", "$16 per month"))
     second = await ingest(fresh_store, corpus, lambda: embedder, embedder.model_name)
     assert second.version != first.version
-    pipeline.corpus_check_every_s = 0.0
+    pipeline.corpora.check_every_s = 0.0
     outcome = await pipeline.ask("How much does a standard locker cost per month?", request_id="t", use_cache=False)
-    assert pipeline.corpus_version == second.version == outcome.response.corpus_version
+    assert pipeline.corpora.version == second.version == outcome.response.corpus_version
     assert outcome.response.answer is not None and "$16" in outcome.response.answer

@@ -57,7 +57,7 @@ async def ask(
     settings = judge_settings(services.settings, url, **overrides)
     guards = RecordingGuards()
     pipeline = Pipeline(settings, services.store, embedder, build_profile(settings, embedder), guards)
-    await pipeline.refresh_corpus()
+    await pipeline.corpora.refresh()
     outcome = await pipeline.ask(question, request_id="test-judge")
     assert outcome.http_status == 200
     return outcome.response, guards

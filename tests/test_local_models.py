@@ -171,7 +171,7 @@ async def test_the_whole_pipeline_runs_on_the_trained_models(corpus_services: Se
     settings = corpus_services.settings.with_overrides(local_models="trained")
     embedder = corpus_services.embedder
     pipeline = Pipeline(settings, corpus_services.store, embedder, build_local_profile(embedder, "trained"))
-    await pipeline.refresh_corpus()
+    await pipeline.corpora.refresh()
     assert pipeline.settings_fingerprint() != corpus_services.pipeline.settings_fingerprint()
 
     located = (await pipeline.ask("Where do flammable liquids go?", request_id="trained-1", use_cache=False)).response

@@ -31,7 +31,7 @@ from provenance.guards.spend import utc_day
 from provenance.http.metrics import may_read
 from provenance.pipeline import Pipeline
 from provenance.profiles.anthropic import call_name
-from provenance.profiles.tools import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
+from provenance.profiles.outputs import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
 from provenance.services import Services
 from provenance.settings import REPO_ROOT, Settings, load_settings
 from provenance.store import Store
@@ -597,7 +597,7 @@ class _DownStore:
 async def test_a_database_outage_is_counted_where_it_is_met(corpus_services: Services) -> None:
     down = _DownStore(corpus_services.store)
     pipeline = Pipeline(corpus_services.settings, down, corpus_services.embedder, corpus_services.profile)  # type: ignore[arg-type]
-    pipeline.corpus_check_every_s = 0  # look at the database on this very request
+    pipeline.corpora.check_every_s = 0  # look at the database on this very request
     services = dataclasses.replace(
         corpus_services,
         settings=corpus_services.settings.with_overrides(metrics_token=TOKEN),

@@ -29,7 +29,7 @@ from provenance.profiles.openai_compatible import (
     decode_object,
     response_format,
 )
-from provenance.profiles.tools import ANSWER, CHECKED_CLAIMS
+from provenance.profiles.outputs import ANSWER, CHECKED_CLAIMS
 from provenance.services import Services
 from provenance.settings import Settings, load_settings
 from tests.scripted_server import ScriptedServer
@@ -178,7 +178,7 @@ async def make_pipeline(
     settings = openai_settings(services.settings, base_url, **overrides)
     guards = RecordingGuards()
     pipeline = Pipeline(settings, services.store, embedder, build_openai_profile(settings, embedder), guards)
-    await pipeline.refresh_corpus()
+    await pipeline.corpora.refresh()
     return pipeline, guards
 
 

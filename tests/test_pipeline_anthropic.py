@@ -13,10 +13,11 @@ import pytest
 from provenance.embedder import Embedder
 from provenance.guards.base import NoGuards, Reservation
 from provenance.models import SpendStage
-from provenance.pipeline import Outcome, Pipeline
+from provenance.pipeline import Pipeline
 from provenance.ports import Usage
 from provenance.profiles.anthropic import build_anthropic_profile
-from provenance.profiles.tools import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
+from provenance.profiles.outputs import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
+from provenance.response import Outcome
 from provenance.services import Services
 from provenance.settings import Settings
 from provenance.verifiers.features import FEATURE_VERIFIER
@@ -50,7 +51,7 @@ async def make_pipeline(
     profile = build_anthropic_profile(settings, embedder)
     guards = RecordingGuards()
     pipeline = Pipeline(settings, services.store, embedder, profile, guards)
-    await pipeline.refresh_corpus()
+    await pipeline.corpora.refresh()
     return pipeline, guards
 
 

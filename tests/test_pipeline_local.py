@@ -127,7 +127,7 @@ async def test_answerable_question(corpus_services: Services) -> None:
     assert r.answer and "$14" in r.answer
     assert r.headline is None and r.message is None
     assert r.profile == "local" and not r.cached and r.total_ms > 0
-    assert r.corpus_version == corpus_services.pipeline.corpus_version
+    assert r.corpus_version == corpus_services.pipeline.corpora.version
 
     stages = r.stages
     for name in msgspec.structs.fields(stages):
@@ -246,7 +246,7 @@ async def test_refused_answer_text_never_leaves(corpus_services: Services) -> No
     answer = "Car parking costs $37 per day in the rear yard, and 413 spaces are reserved for Keyholders."
     profile = msgspec.structs.replace(s.profile, generator=FixedGenerator(answer))
     pipeline = Pipeline(s.settings, s.store, s.embedder, profile)
-    await pipeline.refresh_corpus()
+    await pipeline.corpora.refresh()
     r = await ask(pipeline, "Is there car parking at the makerspace?")
     assert (r.status, r.reason) == ("refused", "not_grounded")
     assert r.answer is None and r.citations == []
@@ -271,7 +271,7 @@ async def test_an_in_process_caller_sees_the_refused_candidate_only_through_its_
     answer = "Car parking costs $37 per day in the rear yard, and 413 spaces are reserved for Keyholders."
     profile = msgspec.structs.replace(s.profile, generator=FixedGenerator(answer))
     pipeline = Pipeline(s.settings, s.store, s.embedder, profile)
-    await pipeline.refresh_corpus()
+    await pipeline.corpora.refresh()
     told: list[str] = []
     refused = await pipeline.ask(
         "Is there car parking at the makerspace?", request_id="hook-1", use_cache=False, on_candidate=told.append
@@ -294,7 +294,11 @@ async def test_settings_profile_and_guards_are_fixed_at_construction(corpus_serv
     # Other settings make another pipeline over the same store, profile, guards and corpora.
     at_k2 = pipeline.with_settings(pipeline.settings.with_overrides(retrieval_k=2))
     assert at_k2.settings.retrieval.k == 2 != pipeline.settings.retrieval.k
-    assert (at_k2.profile, at_k2.guards, at_k2.corpora) == (pipeline.profile, pipeline.guards, pipeline.corpora)
+    assert (at_k2.profile, at_k2.guards, at_k2.corpora.known) == (
+        pipeline.profile,
+        pipeline.guards,
+        pipeline.corpora.known,
+    )
     r = await ask(at_k2, "How much does a standard locker cost per month?")
     assert len(r.stages.retrieval.passages) == 2
 

@@ -355,7 +355,7 @@ async def test_an_interrupted_ingest_leaves_the_previous_version_served(
 
         # 3. And a clean run then does publish the new version.
         await ingest(services.store, corpus, lambda: embedder, settings.embedding.model)
-        await services.pipeline.refresh_corpus()
+        await services.pipeline.corpora.refresh()
         after = await _snapshot(settings, services)
         assert after[0] != before[0] and after[3] and "$99" in after[3]
     finally:

@@ -14,7 +14,8 @@ from provenance import text as T
 from provenance.embedder import Embedder
 from provenance.models import HeldBack
 from provenance.passages import ScoredPassage
-from provenance.profiles.tools import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, GENERATE_SYSTEM
+from provenance.profiles.outputs import ANSWER_TOOL, CHECKED_CLAIMS_TOOL
+from provenance.profiles.prompts import GENERATE_SYSTEM
 from provenance.services import Services, build_services
 from provenance.settings import Settings
 from provenance.stages.quarantine import is_instruction, quarantine

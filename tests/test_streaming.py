@@ -22,8 +22,9 @@ from provenance.guards.spend import utc_day
 from provenance.http.streaming import WIRE_KEYS, _Events, stream_ask
 from provenance.models import AdmissionStage, AskResponse, SpendStage, StageRecord
 from provenance.passages import ScoredPassage
-from provenance.pipeline import WITHHELD_NOT_IN_ANSWER, OnStage, Outcome, Pipeline
+from provenance.pipeline import Pipeline
 from provenance.ports import ClaimVerdict, Decomposition, Usage, Verification
+from provenance.response import WITHHELD_NOT_IN_ANSWER, OnStage, Outcome
 from provenance.services import Services
 from provenance.settings import REPO_ROOT, Settings
 from tests.conftest import LiveServer
@@ -191,7 +192,7 @@ async def test_no_event_tells_a_refused_answers_text(corpus_services: Services) 
     answer = "Car parking costs $37 per day in the rear yard. The handbook does not mention 413 bicycle bays."
     profile = msgspec.structs.replace(s.profile, generator=FixedGenerator(answer))
     pipeline = Pipeline(s.settings, s.store, s.embedder, profile)
-    await pipeline.refresh_corpus()
+    await pipeline.corpora.refresh()
     response, events, _ = await _stream_in_process(pipeline, "Is there car parking at the makerspace?")
     assert response.status == "refused"
     assert response.stages.decomposition.dropped  # the second sentence, dropped and withheld
@@ -221,7 +222,7 @@ async def test_a_claim_the_answer_does_not_make_is_never_told(corpus_services: S
         decompose_and_verify=StrayChecker(),
     )
     pipeline = Pipeline(s.settings, s.store, s.embedder, profile)
-    await pipeline.refresh_corpus()
+    await pipeline.corpora.refresh()
     response, events, _ = await _stream_in_process(pipeline, "Is there car parking at the makerspace?")
     assert response.status == "refused"
     assert response.stages.decomposition.not_in_answer == [WITHHELD_NOT_IN_ANSWER]

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from provenance.report import row, table
 from train import common
 
 DOC = common.ROOT / "docs" / "models.md"
@@ -22,17 +23,25 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 TABLE = "\n".join(
-    [
-        "| model | role | input | output |",
-        "|---|---|---|---|",
-        "| reader | the generator with `LOCAL_MODELS=trained`: finds the answer in the retrieved passages, or none "
-        "| `[CLS] question [SEP] passage window [SEP]` (256 tokens, stride 96) "
-        '| start and end logits; the [CLS] position is "no answer" |',
-        "| verifier | with `LOCAL_MODELS=trained`, judges every claim's relevance in both profiles (support is the "
-        "question-free check); own weights and objective "
-        "| `[CLS] question [SEP] answer [SEP] evidence [SEP]` (128 tokens) "
-        "| one logit: the evidence supports this answer to this question |",
-    ]
+    table(
+        ("model", "role", "input", "output"),
+        "llll",
+        [
+            [
+                "reader",
+                "the generator with `LOCAL_MODELS=trained`: finds the answer in the retrieved passages, or none",
+                "`[CLS] question [SEP] passage window [SEP]` (256 tokens, stride 96)",
+                'start and end logits; the [CLS] position is "no answer"',
+            ],
+            [
+                "verifier",
+                "with `LOCAL_MODELS=trained`, judges every claim's relevance in both profiles (support is the "
+                "question-free check); own weights and objective",
+                "`[CLS] question [SEP] answer [SEP] evidence [SEP]` (128 tokens)",
+                "one logit: the evidence supports this answer to this question",
+            ],
+        ],
+    )
 )
 
 
@@ -82,8 +91,13 @@ def main() -> None:
     data = common.MODELS
     files = ["reader-int8.onnx", "verifier-int8.onnx", "local_models.json"]
     hashes = "\n".join(
-        f"| `{(data / f).relative_to(common.ROOT)}` | {(data / f).stat().st_size / 1e6:.1f} MB "
-        f"| `{common.sha256(data / f)}` |"
+        row(
+            [
+                f"`{(data / f).relative_to(common.ROOT)}`",
+                f"{(data / f).stat().st_size / 1e6:.1f} MB",
+                f"`{common.sha256(data / f)}`",
+            ]
+        )
         for f in files
     )
     val = ", ".join(reader["val_titles"])

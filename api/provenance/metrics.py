@@ -81,7 +81,11 @@ ADMISSION_QUEUE_MAX = Gauge(
     multiprocess_mode="livesum",
 )
 OVERLOADED = Counter("provenance_overloaded", "503 overloaded answers (no pipeline slot, or no pooled connection)")
-MODEL_CALLS = Counter("provenance_model_calls", "Paid model calls made, by call", ["call"])
+MODEL_CALLS = Counter(
+    "provenance_model_calls",
+    "Model calls made (the hosted profiles' and the reading judge's, paid or not), by call",
+    ["call"],
+)
 MODEL_ERRORS = Counter(
     "provenance_model_errors", "Model errors that ended a request as model_error, by call and kind", ["call", "kind"]
 )

@@ -125,5 +125,5 @@ async def build_services(
     profile = build_profile(settings, embedder)
     observer = PrometheusObserver(settings) if settings.metrics.enabled else None
     pipeline = Pipeline(settings, store, embedder, profile, guards(settings, store) if with_guards else None, observer)
-    await pipeline.refresh_corpus()
+    await pipeline.corpora.refresh()
     return Services(settings, pool, store, embedder, profile, pipeline, feedback=build_feedback(pipeline, store))

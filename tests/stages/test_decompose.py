@@ -76,9 +76,11 @@ async def test_a_claim_the_answer_does_not_make_is_dropped() -> None:
     checker = FixedChecker(
         ["A day pass costs $25.", "A standard locker costs $14 per month."], [(1.0, 1.0), (0.9, 1.0)]
     )
-    outcome, given = await decompose_and_verify(
+    outcome = await decompose_and_verify(
         "How much is a locker?", "A standard locker costs $14 per month.", PASSAGES, checker
     )
+    given = outcome.verification
+    assert given is not None and outcome.verified_by == "fixed-checker"
     assert outcome.claims == ["A standard locker costs $14 per month."]
     assert outcome.stage.not_in_answer == ["A day pass costs $25."] and outcome.stage.added == 0
     # The verdict that stays is the kept claim's own, not the dropped one's.
@@ -88,7 +90,7 @@ async def test_a_claim_the_answer_does_not_make_is_dropped() -> None:
 
 async def test_a_claim_made_self_contained_from_the_question_is_the_answers() -> None:
     checker = FixedChecker(["A standard locker costs $14 per month."], [(0.9, 1.0)])
-    outcome, _ = await decompose_and_verify("How much is a standard locker per month?", "$14.", PASSAGES, checker)
+    outcome = await decompose_and_verify("How much is a standard locker per month?", "$14.", PASSAGES, checker)
     assert outcome.claims == ["A standard locker costs $14 per month."] and outcome.stage.not_in_answer == []
 
 
@@ -96,7 +98,9 @@ async def test_an_answer_sentence_no_claim_states_is_checked_as_a_claim_by_the_l
     # The model's claims leave out the answer's second sentence, number and all: it would be shown unchecked.
     answer = "Yes, a standard locker costs $14 per month. Large lockers cost $22 per month."
     checker = FixedChecker(["A standard locker costs $14 per month."], [(0.9, 1.0)])
-    outcome, given = await decompose_and_verify("How much is a locker?", answer, PASSAGES, checker)
+    outcome = await decompose_and_verify("How much is a locker?", answer, PASSAGES, checker)
+    given = outcome.verification
+    assert given is not None
     assert outcome.claims == ["A standard locker costs $14 per month.", "Large lockers cost $22 per month."]
     assert outcome.stage.added == 1 and outcome.stage.claim_count == 2
     assert given.local_only_from == 1 and len(given.verdicts) == 1
@@ -110,6 +114,8 @@ async def test_an_answer_sentence_no_claim_states_is_checked_as_a_claim_by_the_l
 async def test_a_reply_word_is_not_a_claim_and_a_covered_answer_adds_nothing() -> None:
     answer = "Yes. A standard locker costs $14 per month."
     checker = FixedChecker(["A standard locker costs $14 per month."], [(0.9, 1.0)])
-    outcome, given = await decompose_and_verify("Is there a locker fee?", answer, PASSAGES, checker)
+    outcome = await decompose_and_verify("Is there a locker fee?", answer, PASSAGES, checker)
+    given = outcome.verification
+    assert given is not None
     assert outcome.claims == ["A standard locker costs $14 per month."] and outcome.stage.added == 0
     assert given.local_only_from is None

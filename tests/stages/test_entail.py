@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from provenance.models import DecompositionStage
 from provenance.passages import ScoredPassage
 from provenance.ports import (
     ClaimVerdict,
     Usage,
     Verification,
 )
+from provenance.stages.decompose import DecompositionOutcome
 from provenance.stages.entail import combine, entail
 from tests.stages.support import AGM, LOCKERS, PASSAGES, SHELVES
 
@@ -63,14 +65,16 @@ async def test_entail_runs_the_verifier_and_counts_the_model_verdicts_given() ->
     local = FixedVerifier("local", verification((0.9, [LOCKERS.id])))
     given = verification((0.5, [LOCKERS.id]), usage=Usage(model="m", input_tokens=7))
     claims = ["A standard locker costs $14 per month."]
-    outcome = await entail("q", claims, PASSAGES, local, model_verdicts=("model", given))
+    stage = DecompositionStage(status="ok", claim_count=1)
+    with_verdicts = DecompositionOutcome(stage, claims, Usage(model="m"), verification=given, verified_by="model")
+    outcome = await entail("q", with_verdicts, PASSAGES, local)
     assert local.calls == 1
     assert outcome.stage.verifiers == ["local", "model"] and outcome.stage.status == "ok"
     assert outcome.usages == [Usage(model="m", input_tokens=7)]
     (only,) = outcome.claims
     assert (only.support, only.local_support, only.model_support) == (0.5, 0.9, 0.5)
 
-    alone = await entail("q", claims, PASSAGES, local)
+    alone = await entail("q", DecompositionOutcome(stage, claims, Usage(model="m")), PASSAGES, local)
     assert alone.stage.verifiers == ["local"] and alone.usages == []
     assert alone.claims[0].support == 0.9 and alone.claims[0].model_support is None
 

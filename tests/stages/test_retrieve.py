@@ -27,7 +27,7 @@ def _check_passages(outcome, k: int) -> None:  # type: ignore[no-untyped-def]
 async def test_retrieve_vector(corpus_services: Services) -> None:
     s = corpus_services
     outcome = await retrieve(
-        "How much does a standard locker cost per month?", s.embedder, s.store, 5, "vector", s.pipeline.corpus_model
+        "How much does a standard locker cost per month?", s.embedder, s.store, 5, "vector", s.pipeline.corpora.model
     )
     _check_passages(outcome, 5)
     assert outcome.stage.mode == "vector" and outcome.stage.embed_model == s.embedder.model_name
@@ -39,7 +39,7 @@ async def test_retrieve_vector(corpus_services: Services) -> None:
 async def test_retrieve_hybrid_is_rrf_of_vector_and_text(corpus_services: Services) -> None:
     s, k = corpus_services, 5
     question = "When is the annual general meeting?"
-    outcome = await retrieve(question, s.embedder, s.store, k, "hybrid", s.pipeline.corpus_model)
+    outcome = await retrieve(question, s.embedder, s.store, k, "hybrid", s.pipeline.corpora.model)
     _check_passages(outcome, k)
     assert outcome.stage.mode == "hybrid"
 

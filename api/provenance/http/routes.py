@@ -35,7 +35,7 @@ from provenance.models import (
     PassageOut,
     PublicConfig,
 )
-from provenance.pipeline import OnStage, Outcome
+from provenance.response import OnStage, Outcome
 from provenance.services import Services
 from provenance.settings import Settings
 
@@ -139,7 +139,7 @@ async def corpora(services: NamedDependency[Services]) -> Corpora:
     responses={**_errors(404), 503: _DB_DOWN},
 )
 async def corpus(services: NamedDependency[Services], name: str | None = None) -> CorpusInfo:
-    wanted = name if name is not None else services.pipeline.default_corpus
+    wanted = name if name is not None else services.pipeline.corpora.default
     st = await services.store.corpus_state(wanted)
     if st is None:
         if name is not None:
@@ -166,7 +166,7 @@ async def corpus(services: NamedDependency[Services], name: str | None = None) -
 async def passage(
     services: NamedDependency[Services], passage_id: FromPath[str], corpus: str | None = None
 ) -> PassageOut:
-    in_corpus = corpus if corpus is not None else services.pipeline.default_corpus
+    in_corpus = corpus if corpus is not None else services.pipeline.corpora.default
     # Postgres text can't hold NUL, so no passage id has one: answer here rather than fail in the driver.
     found = (
         None if "\x00" in passage_id + in_corpus else await services.store.passage(passage_id.lstrip("/"), in_corpus)

@@ -38,7 +38,7 @@ from provenance.errors import ErrorBody, ErrorEnvelope
 from provenance.http.exceptions import service_error_for
 from provenance.logs import get_logger
 from provenance.models import AskResponse, StageRecord, Stages
-from provenance.pipeline import OnStage, Outcome
+from provenance.response import OnStage, Outcome
 
 log = get_logger("provenance.http")
 

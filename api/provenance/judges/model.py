@@ -26,12 +26,12 @@ from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletion
 
 from provenance import metrics
-from provenance.errors import JudgeError
+from provenance.errors import JudgeError, ModelError
 from provenance.judges.calibration import JudgeCalibration
 from provenance.models import JudgeMethod
 from provenance.passages import ScoredPassage
 from provenance.ports import Usage
-from provenance.profiles.tools import SdkErrors, sdk_failure
+from provenance.sdk import SdkErrors, chat_usage, sdk_failures
 
 NO_KEY = "not-needed"
 CALL = "judge"
@@ -178,22 +178,16 @@ class ModelJudge:
     async def _create(self, messages: list[Any], what: str, **kwargs: Any) -> ChatCompletion:
         metrics.model_call(CALL)
         try:
-            response: ChatCompletion = await self.client.chat.completions.create(
-                model=self.model, messages=messages, temperature=0, seed=0, **kwargs
-            )
-            return response
-        except Exception as exc:
-            failure = sdk_failure(exc, SDK_ERRORS, what=f"{what} judgment", call=CALL, server=SERVER)
-            if failure is None:
-                raise
+            with sdk_failures(SDK_ERRORS, what=f"{what} judgment", call=CALL, server=SERVER):
+                response: ChatCompletion = await self.client.chat.completions.create(
+                    model=self.model, messages=messages, temperature=0, seed=0, **kwargs
+                )
+        except ModelError as failure:
             raise JudgeError(str(failure), kind=failure.kind) from None
+        return response
 
     def _usage(self, response: ChatCompletion, prompt: str, max_tokens: int) -> Usage:
-        u = getattr(response, "usage", None)
-        if u is None or not isinstance(u.prompt_tokens, int) or not isinstance(u.completion_tokens, int):
-            # A server that reports no usage is booked at an estimate that errs toward the spend cap.
-            return Usage(model=self.model, input_tokens=math.ceil(len(prompt) / 3), output_tokens=max_tokens)
-        return Usage(model=self.model, input_tokens=u.prompt_tokens, output_tokens=u.completion_tokens)
+        return chat_usage(self.model, response, prompt, max_tokens)
 
     def worst_case(self, passage_tokens: int) -> list[Usage]:
         """The most one answer's judgments can use: per claim judged, `candidates` support judgments with

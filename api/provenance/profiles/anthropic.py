@@ -2,14 +2,13 @@
 
 Every call forces one tool (`tool_choice={"type": "tool", ...}`) so the reply is structured JSON the
 SDK has already parsed; the tool input is then validated with msgspec, so a reply of the wrong shape
-fails as a `ModelError` here rather than as a KeyError somewhere in the pipeline. The prompts and the
-tools' schemas are `profiles.tools`, shared with any other model profile.
+fails as a `ModelError` here rather than as a KeyError somewhere in the pipeline. What each port asks and
+how its reply is read are `profiles.base`, shared with the openai profile: this module is the call.
 """
 
 from __future__ import annotations
 
-import math
-import re
+import functools
 from collections.abc import Sequence
 
 import anthropic
@@ -21,38 +20,10 @@ from provenance import metrics
 from provenance.embedder import Embedder
 from provenance.errors import ModelError, ModelOutputError
 from provenance.passages import ScoredPassage
-from provenance.ports import (
-    Decomposition,
-    Generation,
-    Profile,
-    ScreenVerdict,
-    Usage,
-    Verification,
-)
-from provenance.profiles.tools import (
-    ANSWER,
-    CHECKED_CLAIMS,
-    DECOMPOSE_VERIFY_SYSTEM,
-    GENERATE_SYSTEM,
-    PROMPT_OVERHEAD_TOKENS,
-    SCREEN,
-    SCREEN_SYSTEM,
-    TOKENIZER_SLACK,
-    AnswerOut,
-    CheckedClaimsOut,
-    ScreenOut,
-    SdkErrors,
-    Tool,
-    call_name,
-    checked_claims,
-    claims_user,
-    clamp,
-    generate_user,
-    generation,
-    parse_output,
-    screen_user,
-    sdk_failure,
-)
+from provenance.ports import Profile, Usage
+from provenance.profiles.base import ModelDecomposeAndVerify, ModelGenerator, ModelPort, ModelScreener, worst_case
+from provenance.profiles.outputs import Tool, call_name
+from provenance.sdk import SdkErrors, sdk_failures
 from provenance.settings import Settings
 from provenance.verifiers import LocalVerifier, build_verifier
 
@@ -82,13 +53,9 @@ def _usage(model: str, response: Message) -> Usage:
     return Usage(model=model, input_tokens=u.input_tokens + cached, output_tokens=u.output_tokens)
 
 
+@functools.cache
 def tool_param(tool: Tool) -> ToolParam:
     return {"name": tool.name, "description": tool.description, "input_schema": tool.schema}
-
-
-SCREEN_SCHEMA = tool_param(SCREEN)
-ANSWER_SCHEMA = tool_param(ANSWER)
-CHECKED_CLAIMS_SCHEMA = tool_param(CHECKED_CLAIMS)
 
 
 # The SDK's failures, and what its messages call the other end.
@@ -114,7 +81,7 @@ async def call_tool(
     call = call_name(what)
     # One call as the pipeline sees it; the SDK's own retries within it are not counted apart.
     metrics.model_call(call)
-    try:
+    with sdk_failures(SDK_ERRORS, what=what, call=call, server=SERVER):
         response = await client.messages.create(
             model=model,
             max_tokens=max_tokens,
@@ -123,11 +90,6 @@ async def call_tool(
             tools=[tool],
             tool_choice=choice,
         )
-    except Exception as exc:
-        failure = sdk_failure(exc, SDK_ERRORS, what=what, call=call, server=SERVER)
-        if failure is None:
-            raise
-        raise failure from (exc if failure.kind == "malformed" else None)
     try:
         usage = _usage(model, response)
         content = list(response.content)
@@ -151,91 +113,33 @@ async def call_tool(
 # --- the ports -------------------------------------------------------------------------------------
 
 
-class _ToolCaller:
-    """What every model-backed port holds, and its one way to call the model: a forced tool call."""
+class _AnthropicPort(ModelPort[AsyncAnthropic]):
+    """A model port whose one way to call the model is a forced tool call."""
 
-    default_max_output_tokens = 1024
-
-    def __init__(self, client: AsyncAnthropic, model: str, *, max_output_tokens: int | None = None) -> None:
-        self.client = client
-        self.model = model
-        self.max_output_tokens = self.default_max_output_tokens if max_output_tokens is None else max_output_tokens
-
-    async def _call(self, *, system: str, user: str, tool: ToolParam, what: str) -> tuple[dict[str, object], Usage]:
+    async def _call(
+        self, *, system: str, user: str, tool: Tool, passages: Sequence[ScoredPassage], what: str
+    ) -> tuple[dict[str, object], Usage]:
         return await call_tool(
             self.client,
             model=self.model,
             system=system,
             user=user,
-            tool=tool,
+            tool=tool_param(tool),
             max_tokens=self.max_output_tokens,
             what=what,
         )
 
 
-class AnthropicScreener(_ToolCaller):
+class AnthropicScreener(_AnthropicPort, ModelScreener[AsyncAnthropic]):
     name = "anthropic-screener"
 
-    default_max_output_tokens = 128
 
-    async def classify(self, question: str, passages: Sequence[ScoredPassage]) -> ScreenVerdict:
-        user = screen_user(question, passages)
-        raw, usage = await self._call(
-            system=SCREEN_SYSTEM,
-            user=user,
-            tool=SCREEN_SCHEMA,
-            what="screening",
-        )
-        label = raw.get("label")
-        if isinstance(label, str):
-            # "off-topic" / "Off Topic" mean the same thing; don't fail the request over spelling.
-            raw["label"] = re.sub(r"[\s-]+", "_", label.strip().lower())
-        out = parse_output(raw, ScreenOut, usage, "screening")
-        return ScreenVerdict(label=out.label, score=clamp(out.confidence), classifier=self.name, usage=usage)
-
-
-class AnthropicGenerator(_ToolCaller):
+class AnthropicGenerator(_AnthropicPort, ModelGenerator[AsyncAnthropic]):
     name = "anthropic-generator"
 
-    async def generate(self, question: str, passages: Sequence[ScoredPassage]) -> Generation:
-        if not passages:
-            # Nothing to answer from: the empty answer is the only grounded one, and it is free.
-            return Generation(answer="", used_passage_ids=[], usage=Usage(model=self.model))
-        user = generate_user(question, passages)
-        raw, usage = await self._call(
-            system=GENERATE_SYSTEM,
-            user=user,
-            tool=ANSWER_SCHEMA,
-            what="generation",
-        )
-        return generation(parse_output(raw, AnswerOut, usage, "generation", ["used_passage_ids"]), passages, usage)
 
-
-class AnthropicDecomposeAndVerify(_ToolCaller):
-    """Decomposition and entailment in one call, saving a sequential round trip.
-
-    The call's usage is reported once, on the Decomposition; the Verification's usage is None so that
-    summing both never charges the same call twice.
-    """
-
+class AnthropicDecomposeAndVerify(_AnthropicPort, ModelDecomposeAndVerify[AsyncAnthropic]):
     name = VERIFIER_NAME
-
-    default_max_output_tokens = 1536
-
-    async def decompose_and_verify(
-        self, question: str, answer: str, passages: Sequence[ScoredPassage]
-    ) -> tuple[Decomposition, Verification]:
-        if not answer.strip():
-            return Decomposition(claims=[], usage=Usage(model=self.model)), Verification(verdicts=[])
-        user = claims_user(question, answer, passages)
-        raw, usage = await self._call(
-            system=DECOMPOSE_VERIFY_SYSTEM,
-            user=user,
-            tool=CHECKED_CLAIMS_SCHEMA,
-            what="claim checking",
-        )
-        out = parse_output(raw, CheckedClaimsOut, usage, "claim checking", ["claims"])
-        return checked_claims(out, passages, usage)
 
 
 class AnthropicModels(msgspec.Struct, frozen=True):
@@ -251,10 +155,7 @@ class AnthropicModels(msgspec.Struct, frozen=True):
         call that makes the claims, each held at the largest output limit any of them asks for and with
         every passage in its prompt, so the hold covers whichever call runs long. The verifier runs on this
         machine and costs nothing."""
-        calls = (self.screener, self.generator, self.decompose_and_verify)
-        max_input = PROMPT_OVERHEAD_TOKENS + math.ceil(passage_tokens * TOKENIZER_SLACK)
-        max_output = max(call.max_output_tokens for call in calls)
-        return [Usage(model=call.model, input_tokens=max_input, output_tokens=max_output) for call in calls]
+        return worst_case((self.screener, self.generator, self.decompose_and_verify), passage_tokens)
 
 
 def build_anthropic_models(settings: Settings, client: AsyncAnthropic | None = None) -> AnthropicModels:

@@ -14,7 +14,6 @@ error) is a `ModelError`, so the request ends `blocked` with `model_error` and a
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -22,34 +21,17 @@ from typing import Any
 import msgspec
 import openai
 from openai import AsyncOpenAI
-from openai.types.chat import ChatCompletion
 from openai.types.shared_params import ResponseFormatJSONSchema
 
 from provenance import metrics
 from provenance.embedder import Embedder
 from provenance.errors import ModelError, ModelOutputError
 from provenance.passages import ScoredPassage
-from provenance.ports import Decomposition, Generation, Profile, Usage, Verification
+from provenance.ports import Profile, Usage
+from provenance.profiles.base import ModelDecomposeAndVerify, ModelGenerator, ModelPort, worst_case
 from provenance.profiles.local import LocalScreener
-from provenance.profiles.tools import (
-    ANSWER,
-    CHECKED_CLAIMS,
-    DECOMPOSE_VERIFY_SYSTEM,
-    GENERATE_SYSTEM,
-    PROMPT_OVERHEAD_TOKENS,
-    TOKENIZER_SLACK,
-    AnswerOut,
-    CheckedClaimsOut,
-    SdkErrors,
-    Tool,
-    call_name,
-    checked_claims,
-    claims_user,
-    generate_user,
-    generation,
-    parse_output,
-    sdk_failure,
-)
+from provenance.profiles.outputs import Tool, call_name
+from provenance.sdk import SdkErrors, chat_usage, sdk_failures
 from provenance.settings import Settings
 from provenance.verifiers import LocalVerifier, build_verifier
 
@@ -59,9 +41,6 @@ NO_KEY = "not-needed"
 # An answer of one to three sentences has a handful of atomic facts; a small model that loops would
 # otherwise write claims until max_tokens cuts it off.
 MAX_CLAIMS = 8
-# A server that reports no token counts is booked at an estimate: characters over this, rounded up (about
-# four characters a token in English; three errs toward the cap).
-CHARS_PER_TOKEN_ESTIMATE = 3
 
 
 def make_client(settings: Settings) -> AsyncOpenAI:
@@ -133,16 +112,6 @@ def decode_object(text: str) -> dict[str, object] | None:
     return None
 
 
-def _usage(model: str, response: ChatCompletion, prompt: str, max_tokens: int) -> Usage:
-    u = response.usage
-    if u is None or not isinstance(u.prompt_tokens, int) or not isinstance(u.completion_tokens, int):
-        # Some servers report no usage: book the call at an estimate that errs toward the spend cap.
-        return Usage(
-            model=model, input_tokens=math.ceil(len(prompt) / CHARS_PER_TOKEN_ESTIMATE), output_tokens=max_tokens
-        )
-    return Usage(model=model, input_tokens=u.prompt_tokens, output_tokens=u.completion_tokens)
-
-
 # The SDK's failures, and what its messages call the other end.
 SDK_ERRORS = SdkErrors(openai.APITimeoutError, openai.APIStatusError, openai.APIConnectionError, openai.OpenAIError)
 SERVER = "model server"
@@ -163,7 +132,7 @@ async def call_structured(
     failure is a ModelError whose message says which it was (and whose call and kind the metrics count)."""
     call = call_name(what)
     metrics.model_call(call)
-    try:
+    with sdk_failures(SDK_ERRORS, what=what, call=call, server=SERVER):
         response = await client.chat.completions.create(
             model=model,
             messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
@@ -172,13 +141,8 @@ async def call_structured(
             temperature=0,
             response_format=response_format(tool, passage_ids),
         )
-    except Exception as exc:
-        failure = sdk_failure(exc, SDK_ERRORS, what=what, call=call, server=SERVER)
-        if failure is None:
-            raise
-        raise failure from (exc if failure.kind == "malformed" else None)
     try:
-        usage = _usage(model, response, system + user, max_tokens)
+        usage = chat_usage(model, response, system + user, max_tokens)
         choice = response.choices[0]
         finish_reason = choice.finish_reason
         content = choice.message.content
@@ -202,15 +166,8 @@ async def call_structured(
 # --- the ports -------------------------------------------------------------------------------------
 
 
-class _Caller:
-    """What every model-backed port holds, and its one way to call the model."""
-
-    default_max_output_tokens = 1024
-
-    def __init__(self, client: AsyncOpenAI, model: str, *, max_output_tokens: int | None = None) -> None:
-        self.client = client
-        self.model = model
-        self.max_output_tokens = self.default_max_output_tokens if max_output_tokens is None else max_output_tokens
+class _OpenAIPort(ModelPort[AsyncOpenAI]):
+    """A model port whose one way to call the model is a chat completion asked for structured output."""
 
     async def _call(
         self, *, system: str, user: str, tool: Tool, passages: Sequence[ScoredPassage], what: str
@@ -227,44 +184,14 @@ class _Caller:
         )
 
 
-class OpenAIGenerator(_Caller):
+class OpenAIGenerator(_OpenAIPort, ModelGenerator[AsyncOpenAI]):
     name = "openai-generator"
 
-    async def generate(self, question: str, passages: Sequence[ScoredPassage]) -> Generation:
-        if not passages:
-            # Nothing to answer from: the empty answer is the only grounded one, and it is free.
-            return Generation(answer="", used_passage_ids=[], usage=Usage(model=self.model))
-        raw, usage = await self._call(
-            system=GENERATE_SYSTEM,
-            user=generate_user(question, passages),
-            tool=ANSWER,
-            passages=passages,
-            what="generation",
-        )
-        return generation(parse_output(raw, AnswerOut, usage, "generation", ["used_passage_ids"]), passages, usage)
 
-
-class OpenAIDecomposeAndVerify(_Caller):
+class OpenAIDecomposeAndVerify(_OpenAIPort, ModelDecomposeAndVerify[AsyncOpenAI]):
     """Decomposition and the model's verdicts in one call, as in the anthropic profile."""
 
     name = VERIFIER_NAME
-
-    default_max_output_tokens = 1536
-
-    async def decompose_and_verify(
-        self, question: str, answer: str, passages: Sequence[ScoredPassage]
-    ) -> tuple[Decomposition, Verification]:
-        if not answer.strip():
-            return Decomposition(claims=[], usage=Usage(model=self.model)), Verification(verdicts=[])
-        raw, usage = await self._call(
-            system=DECOMPOSE_VERIFY_SYSTEM,
-            user=claims_user(question, answer, passages),
-            tool=CHECKED_CLAIMS,
-            passages=passages,
-            what="claim checking",
-        )
-        out = parse_output(raw, CheckedClaimsOut, usage, "claim checking", ["claims"])
-        return checked_claims(out, passages, usage)
 
 
 class OpenAIModels(msgspec.Struct, frozen=True):
@@ -277,10 +204,7 @@ class OpenAIModels(msgspec.Struct, frozen=True):
     def worst_case(self, passage_tokens: int) -> list[Usage]:
         """The most one request's two calls can use (`Profile.worst_case`), each at the larger output limit
         and with every passage in its prompt. Screening and the verifier run on this machine."""
-        calls = (self.generator, self.decompose_and_verify)
-        max_input = PROMPT_OVERHEAD_TOKENS + math.ceil(passage_tokens * TOKENIZER_SLACK)
-        max_output = max(call.max_output_tokens for call in calls)
-        return [Usage(model=call.model, input_tokens=max_input, output_tokens=max_output) for call in calls]
+        return worst_case((self.generator, self.decompose_and_verify), passage_tokens)
 
 
 def build_openai_models(settings: Settings, client: AsyncOpenAI | None = None) -> OpenAIModels:

@@ -14,9 +14,20 @@ from provenance.timing import Timer
 
 
 class DecompositionOutcome(msgspec.Struct, frozen=True):
+    """The claims, and, when one model call gave them with its verdicts (`decompose_and_verify`), those
+    verdicts (one per claim, or up to `local_only_from`) and the name of what gave them: entailment counts
+    them beside the local verifier's."""
+
     stage: DecompositionStage
     claims: list[str]
     usage: Usage
+    verification: Verification | None = None
+    verified_by: str | None = None
+
+    @property
+    def usages(self) -> list[Usage]:
+        # The verdicts' own usage, if any, is entailment's to count: it reads them.
+        return [self.usage]
 
 
 def _stage(
@@ -56,7 +67,7 @@ async def decompose(question: str, answer: str, decomposer: Decomposer) -> Decom
 
 async def decompose_and_verify(
     question: str, answer: str, passages: Sequence[ScoredPassage], checker: DecomposeAndVerify
-) -> tuple[DecompositionOutcome, Verification]:
+) -> DecompositionOutcome:
     """Claims and the model's verdicts from one call. Claims are cleaned as `decompose` cleans them, and
     each verdict stays with its claim; a claim the model gave no verdict for scores 0.
 
@@ -88,4 +99,4 @@ async def decompose_and_verify(
     detail = f"claims and the model's entailment verdicts in one call ({checker.name})"
     stage = _stage(timer, result.usage.model, claims, dropped, detail, strays, len(added))
     given = Verification(verdicts=verdicts, usage=verification.usage, local_only_from=model_claims if added else None)
-    return DecompositionOutcome(stage, claims, result.usage), given
+    return DecompositionOutcome(stage, claims, result.usage, given, checker.name)

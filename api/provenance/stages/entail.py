@@ -16,6 +16,7 @@ import msgspec
 from provenance.models import ClaimResult, EntailmentStage
 from provenance.passages import ScoredPassage
 from provenance.ports import MISSING_VERDICT, ClaimVerdict, Usage, Verification, Verifier
+from provenance.stages.decompose import DecompositionOutcome
 from provenance.timing import Timer
 
 
@@ -66,23 +67,18 @@ def _rounded(value: float | None) -> float | None:
 
 
 async def entail(
-    question: str,
-    claims: Sequence[str],
-    passages: Sequence[ScoredPassage],
-    verifier: Verifier,
-    *,
-    model_verdicts: tuple[str, Verification] | None = None,
+    question: str, decomposed: DecompositionOutcome, passages: Sequence[ScoredPassage], verifier: Verifier
 ) -> EntailmentOutcome:
-    """`verifier` (the profile's own, on this machine) scores every claim. `model_verdicts`, the model's name
-    and its verdicts, are ones that arrived with the claims (one combined call); both then count."""
+    """`verifier` (the profile's own, on this machine) scores every claim. The model's verdicts that arrived
+    with the claims (one combined call, `decomposed.verification`) count too."""
     timer = Timer()
+    claims = decomposed.claims
     own = await verifier.verify(question, claims, passages)
     names = [verifier.name]
-    given: Verification | None = None
+    given = decomposed.verification
     detail = None
-    if model_verdicts is not None:
-        model_name, given = model_verdicts
-        names.append(model_name)
+    if given is not None:
+        names.append(decomposed.verified_by or "model")
         detail = "the model's verdicts came with the claims (one call); the local verifier scored every claim"
     usages = [v.usage for v in (own, given) if v is not None and v.usage is not None]
     judged = next((v.judge for v in own.verdicts if v.judge is not None), None)

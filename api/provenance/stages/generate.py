@@ -8,13 +8,17 @@ import msgspec
 
 from provenance.models import GenerationStage
 from provenance.passages import ScoredPassage
-from provenance.ports import Generation, Generator
+from provenance.ports import Generation, Generator, Usage
 from provenance.timing import Timer
 
 
 class GenerationOutcome(msgspec.Struct, frozen=True):
     stage: GenerationStage
     generation: Generation
+
+    @property
+    def usages(self) -> list[Usage]:
+        return [self.generation.usage]
 
 
 async def generate(question: str, generator: Generator, passages: Sequence[ScoredPassage]) -> GenerationOutcome:

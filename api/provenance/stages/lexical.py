@@ -16,6 +16,7 @@ import msgspec
 from provenance import text as T
 from provenance.models import ClaimResult, LexicalStage
 from provenance.passages import ScoredPassage
+from provenance.ports import Usage
 from provenance.timing import Timer
 from provenance.verifiers.rules import unstated_premise, wrong_answer_type
 
@@ -30,6 +31,10 @@ PREMISE_CAP = 0.2
 class LexicalOutcome(msgspec.Struct, frozen=True):
     stage: LexicalStage
     claims: list[ClaimResult]
+
+    @property
+    def usages(self) -> list[Usage]:
+        return []  # no model call
 
 
 def _support_cap(claim: ClaimResult, overlap: float, support: str) -> tuple[float, str | None]:

@@ -18,6 +18,7 @@ import msgspec
 from provenance import text as T
 from provenance.models import HeldBack, QuarantineStage
 from provenance.passages import ScoredPassage
+from provenance.ports import Usage
 from provenance.timing import Timer
 
 _ADDRESSEE = (
@@ -57,6 +58,10 @@ _VERB = re.compile(_INSTRUCTION_VERB)
 class QuarantineOutcome(msgspec.Struct, frozen=True):
     stage: QuarantineStage
     passages: list[ScoredPassage]
+
+    @property
+    def usages(self) -> list[Usage]:
+        return []  # no model call
 
 
 def is_instruction(sentence: str) -> bool:

@@ -12,6 +12,7 @@ from provenance.embedder import Embedder, embed_query_async
 from provenance.errors import ModelMismatch
 from provenance.models import RetrievalStage, RetrievedPassage
 from provenance.passages import ScoredPassage
+from provenance.ports import Usage
 from provenance.settings import RetrievalMode
 from provenance.store import CorpusStore
 from provenance.timing import Timer
@@ -22,6 +23,10 @@ RRF_K = 60  # the constant from Cormack et al. (2009); damps the head of each ra
 class RetrievalOutcome(msgspec.Struct, frozen=True):
     stage: RetrievalStage
     passages: list[ScoredPassage]
+
+    @property
+    def usages(self) -> list[Usage]:
+        return []  # no model call
 
 
 async def retrieve(

@@ -53,6 +53,10 @@ class ScreenOutcome(msgspec.Struct, frozen=True):
     usage: Usage | None = None
 
     @property
+    def usages(self) -> list[Usage]:
+        return [] if self.usage is None else [self.usage]
+
+    @property
     def blocked(self) -> bool:
         return self.stage.decision == "block"
 

@@ -1,0 +1,120 @@
+"""The model-backed ports every hosted profile shares: screening, generation, and the claims with the model's
+verdicts in one call, written once over an abstract call (`ModelPort._call`) that each SDK implements (a
+forced tool call for anthropic's, a structured chat completion for an OpenAI-compatible server's). The
+prompts are `profiles.prompts`, the outputs asked for and their parse `profiles.outputs`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Generic, TypeVar
+
+from provenance.passages import ScoredPassage
+from provenance.ports import Decomposition, Generation, ScreenVerdict, Usage, Verification
+from provenance.profiles.outputs import (
+    ANSWER,
+    CHECKED_CLAIMS,
+    SCREEN,
+    AnswerOut,
+    CheckedClaimsOut,
+    ScreenOut,
+    Tool,
+    checked_claims,
+    clamp,
+    generation,
+    parse_output,
+)
+from provenance.profiles.prompts import (
+    DECOMPOSE_VERIFY_SYSTEM,
+    GENERATE_SYSTEM,
+    SCREEN_SYSTEM,
+    claims_user,
+    generate_user,
+    screen_user,
+)
+
+# For the spend cap's worst case: the system prompt, output schema and question, on top of the passages.
+PROMPT_OVERHEAD_TOKENS = 2000
+# Passages are chunked with our tokenizer; the model's may count up to about half as many again.
+TOKENIZER_SLACK = 1.5
+
+Client = TypeVar("Client")
+
+
+class ModelPort(ABC, Generic[Client]):
+    """What every model-backed port holds (the SDK's client, the model, its output limit), and its one way
+    to call the model, which each SDK writes."""
+
+    name: str
+    default_max_output_tokens = 1024
+
+    def __init__(self, client: Client, model: str, *, max_output_tokens: int | None = None) -> None:
+        self.client = client
+        self.model = model
+        self.max_output_tokens = self.default_max_output_tokens if max_output_tokens is None else max_output_tokens
+
+    @abstractmethod
+    async def _call(
+        self, *, system: str, user: str, tool: Tool, passages: Sequence[ScoredPassage], what: str
+    ) -> tuple[dict[str, object], Usage]:
+        """One call asking for `tool`'s output about `passages`: the output as a JSON object and the call's
+        usage. Every failure is a ModelError (billed output that is unusable: ModelOutputError)."""
+
+
+class ModelScreener(ModelPort[Client]):
+    default_max_output_tokens = 128
+
+    async def classify(self, question: str, passages: Sequence[ScoredPassage]) -> ScreenVerdict:
+        user = screen_user(question, passages)
+        raw, usage = await self._call(system=SCREEN_SYSTEM, user=user, tool=SCREEN, passages=(), what="screening")
+        label = raw.get("label")
+        if isinstance(label, str):
+            # "off-topic" / "Off Topic" mean the same thing; don't fail the request over spelling.
+            raw["label"] = re.sub(r"[\s-]+", "_", label.strip().lower())
+        out = parse_output(raw, ScreenOut, usage, "screening")
+        return ScreenVerdict(label=out.label, score=clamp(out.confidence), classifier=self.name, usage=usage)
+
+
+class ModelGenerator(ModelPort[Client]):
+    async def generate(self, question: str, passages: Sequence[ScoredPassage]) -> Generation:
+        if not passages:
+            # Nothing to answer from: the empty answer is the only grounded one, and it is free.
+            return Generation(answer="", used_passage_ids=[], usage=Usage(model=self.model))
+        user = generate_user(question, passages)
+        raw, usage = await self._call(
+            system=GENERATE_SYSTEM, user=user, tool=ANSWER, passages=passages, what="generation"
+        )
+        return generation(parse_output(raw, AnswerOut, usage, "generation", ["used_passage_ids"]), passages, usage)
+
+
+class ModelDecomposeAndVerify(ModelPort[Client]):
+    """Decomposition and entailment in one call, saving a sequential round trip.
+
+    The call's usage is reported once, on the Decomposition; the Verification's usage is None so that
+    summing both never charges the same call twice.
+    """
+
+    default_max_output_tokens = 1536
+
+    async def decompose_and_verify(
+        self, question: str, answer: str, passages: Sequence[ScoredPassage]
+    ) -> tuple[Decomposition, Verification]:
+        if not answer.strip():
+            return Decomposition(claims=[], usage=Usage(model=self.model)), Verification(verdicts=[])
+        user = claims_user(question, answer, passages)
+        raw, usage = await self._call(
+            system=DECOMPOSE_VERIFY_SYSTEM, user=user, tool=CHECKED_CLAIMS, passages=passages, what="claim checking"
+        )
+        out = parse_output(raw, CheckedClaimsOut, usage, "claim checking", ["claims"])
+        return checked_claims(out, passages, usage)
+
+
+def worst_case(calls: Sequence[ModelPort[Client]], passage_tokens: int) -> list[Usage]:
+    """The most one request's `calls` can use (`Profile.worst_case`), each held at the largest output limit
+    any of them asks for and with every passage in its prompt, so the hold covers whichever call runs long."""
+    max_input = PROMPT_OVERHEAD_TOKENS + math.ceil(passage_tokens * TOKENIZER_SLACK)
+    max_output = max(call.max_output_tokens for call in calls)
+    return [Usage(model=call.model, input_tokens=max_input, output_tokens=max_output) for call in calls]
