@@ -172,10 +172,11 @@ WITH nearest AS (
         LIMIT $4
     ) pool
 ),
-q AS (
+q AS MATERIALIZED (
     -- OR of the question's own lexemes: websearch_to_tsquery would AND them. A lexeme in more passages than
     -- COMMON_LEXEME_PASSAGES (db/migrations/009) is left out: ranking every passage that holds it is what
-    -- made retrieval grow with the corpus.
+    -- made retrieval grow with the corpus. MATERIALIZED: inlined, the query was parsed again for every row
+    -- it filtered (40 ms against 25 ms at 2,000 matching passages).
     SELECT to_tsquery('english', coalesce((
         SELECT string_agg(quote_literal(l.lexeme), ' | ')
         FROM unnest(tsvector_to_array(to_tsvector('english', $2))) AS l(lexeme)
