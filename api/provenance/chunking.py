@@ -8,7 +8,8 @@ split.
 Why every heading and not only `##`: a passage has one breadcrumb, and the breadcrumb is what a sentence is
 read with (retrieval, relevance, the local generator's choice). A `###` left inside its `##` passage would
 give its sentences the parent's path, so "The company pays 100% of the premium" under Dental Insurance
-would read as an answer about the medical premium. Measured on the 18F handbook in the issue-33 report.
+would read as an answer about the medical premium. Measured on the 18F handbook (bench/heading_recall.py):
+recall@4 34/38 either way, with other cases missed, so the narrower passages with the right breadcrumb win.
 
 Every format reaches the chunker the same way, as blocks (`provenance.documents`); Markdown text goes
 through its reader here, so `chunk_document` keeps working on text."""
