@@ -19,7 +19,6 @@ from provenance.errors import SettingsError
 from provenance.judges import client_for
 from provenance.judges.calibration import JudgeCalibration, calibration_for, save_calibration
 from provenance.judges.model import ModelJudge, p_yes_from_logprobs
-from provenance.models import AskResponse
 from provenance.passages import ScoredPassage
 from provenance.pipeline import Pipeline
 from provenance.services import Services, build_profile
@@ -27,6 +26,7 @@ from provenance.settings import Settings, load_settings
 from provenance.verifiers.features import build_feature_verifier
 from provenance.verifiers.judged import JudgedVerifier
 from provenance.verifiers.support import FACT_VETO
+from provenance.wire import AskResponse
 from tests.scripted_server import ScriptedServer, logprob_reply
 from tests.test_openai_profile import RecordingGuards
 
@@ -185,7 +185,7 @@ async def test_the_page_object_names_the_judge_and_its_verdicts(
     r, guards = await ask(corpus_services, embedder, url)
     assert r.status == "answered", (r.reason, r.message)
     assert r.stages.entailment.judge == JUDGE and r.stages.entailment.judge_calibrated is False
-    for claim in r.stages.groundedness.claims:
+    for claim in r.stages.gate.claims:
         assert claim.judge is not None and claim.judge.model == JUDGE and claim.judge.independent
         assert claim.relevance == pytest.approx(0.97)
     # The judge's tokens are metered under its own name.
@@ -222,7 +222,7 @@ async def test_a_server_without_logprobs_gives_a_json_verdict_and_the_wire_says_
     server.reply = _no_logprobs
     r, _ = await ask(corpus_services, embedder, url)
     assert r.status == "answered", (r.reason, r.message)
-    assert all(c.judge is not None and c.judge.method == "json" for c in r.stages.groundedness.claims)
+    assert all(c.judge is not None and c.judge.method == "json" for c in r.stages.gate.claims)
     assert server.requests[-1]["response_format"]["json_schema"]["schema"]["properties"]["verdict"]["enum"] == [
         "yes",
         "no",

@@ -8,7 +8,7 @@ const VERDICTS = {
 };
 
 // Each stage's wire key, test id suffix and label. The order is the server's: `resp.stages` lists the stages in
-// the order the pipeline runs them (models.py `Stages`); this list only names them, and orders a response
+// the order the pipeline runs them (wire.py `Stages`); this list only names them, and orders a response
 // that carries no stages.
 const STAGES = [
   ['botCheck', 'bot-check', 'Bot check'],

@@ -16,18 +16,18 @@ from typing import Any, Literal, TypeVar
 import msgspec
 
 from provenance import text as T
-from provenance.claims import is_meta_claim
 from provenance.db import MAINTENANCE_TIMEOUT_S, create_pool, migrate, resolve_database_url
 from provenance.embedder import Embedder
 from provenance.ingest import ingest
-from provenance.models import AskResponse, ClaimResult
 from provenance.pipeline import Pipeline
 from provenance.ports import Profile
 from provenance.progress import Progress
 from provenance.report import cell, pct, shown, table
 from provenance.settings import GateSettings, Settings
+from provenance.stages.claim_filters import is_meta_claim
 from provenance.stages.gate import gate
 from provenance.store import CorpusStore
+from provenance.wire import AskResponse, ClaimResult
 
 _Row = TypeVar("_Row", bound=msgspec.Struct)
 
@@ -180,7 +180,7 @@ def answer_right(
 
 
 def to_result(case: Case, response: AskResponse, candidate: str | None) -> CaseResult:
-    g = response.stages.groundedness
+    g = response.stages.gate
     return CaseResult(
         id=case.id,
         bucket=case.bucket,

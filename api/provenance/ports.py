@@ -9,8 +9,8 @@ from typing import Literal, Protocol, runtime_checkable
 import msgspec
 import numpy as np
 
-from provenance.models import EvidenceSpan, JudgeRecord
 from provenance.passages import ScoredPassage
+from provenance.wire import EvidenceSpan, JudgeRecord
 
 
 class Usage(msgspec.Struct, frozen=True):
