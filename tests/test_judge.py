@@ -2,7 +2,7 @@
 the first token's log-probabilities; the rules' vetoes stay final; every failure ends the request `blocked`
 with `judge_error`, uncached and refunded. The judge here is a few lines of HTTP on loopback whose every
 verdict the test decides (`tests.scripted_server`); the real llama.cpp server's wire is tested in
-`tests/test_openai_profile.py`."""
+`tests/profiles/test_openai_compatible.py`."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from provenance.verifiers.features import build_feature_verifier
 from provenance.verifiers.judged import JudgedVerifier
 from provenance.verifiers.support import FACT_VETO
 from provenance.wire import AskResponse
+from tests.profiles.test_openai_compatible import RecordingGuards
 from tests.scripted_server import ScriptedServer, logprob_reply
-from tests.test_openai_profile import RecordingGuards
 
 JUDGE = "scripted-judge"
 LOCKERS = "How much does a standard locker cost per month?"

@@ -15,7 +15,7 @@ from provenance.profiles.local_trained import ReaderGenerator
 from provenance.services import Services
 from provenance.verifiers import build_verifier
 from provenance.verifiers.trained import TrainedVerifier, evidence_for
-from tests.test_local_verifier import PASSAGE
+from tests.verifiers.test_local_verifier import PASSAGE
 
 # The locker passage the feature verifier's tests use too.
 LOCKERS = PASSAGE
