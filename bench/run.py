@@ -42,10 +42,10 @@ from bench.common import machine, percentile, scratch_store
 from bench.server import REPO_ROOT, LoadResult, Sampler, Server, load_questions, measured_load
 from provenance.embedder import Embedder
 from provenance.ingest import ingest
-from provenance.models import Stages
 from provenance.report import table
 from provenance.services import load_embedder
 from provenance.settings import Settings
+from provenance.wire import Stages
 
 DOC = REPO_ROOT / "docs" / "benchmarks.md"
 CONCURRENCY = (1, 8, 32)

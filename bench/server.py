@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,18 +20,13 @@ import httpx
 import psutil
 
 from bench.common import percentile
+from provenance.llm_server import free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # Settings the bench must not inherit from the caller's shell: it measures the local profile on its own
 # embedded Postgres, with no bot check.
 _STRIPPED = ("DATABASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "TURNSTILE_SECRET_KEY", "PROFILE", "DB_SCHEMA")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def load_questions(buckets: Sequence[str] = ("answerable", "partial", "unanswerable")) -> list[str]:

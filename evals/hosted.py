@@ -46,13 +46,13 @@ import msgspec
 from provenance import text as T
 from provenance.embedder import Embedder
 from provenance.evals import Case, ingested_pipeline, load_cases, load_jsonl
-from provenance.models import AskResponse, ClaimResult
 from provenance.ports import Profile
 from provenance.profiles.outputs import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
 from provenance.progress import Progress
 from provenance.report import cell, cli_settings, pct_of, shown, table
 from provenance.response import WITHHELD
 from provenance.settings import REPO_ROOT, Settings
+from provenance.wire import AskResponse, ClaimResult
 from tests.fake_anthropic import PASSAGE_TAG, FakeAnthropic, RecordedRequest, Reply, default_responder
 
 SCRIPTS = REPO_ROOT / "evals" / "hosted-scripts.jsonl"
@@ -263,7 +263,7 @@ def record_of(
     )
     if response is None:
         return rec
-    g = response.stages.groundedness
+    g = response.stages.gate
     rec.status = response.status
     rec.reason = response.reason
     rec.failed = g.failed

@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from provenance import text as T
-from provenance.claims import is_meta_claim
 from provenance.evals import PARTIAL
 from provenance.llm_server import QWEN_SHA256, REPO_ROOT
 from provenance.report import cell, row, table
+from provenance.stages.claim_filters import is_meta_claim
 
 SUITES = (
     ("ours", "Our cases (evals/cases.jsonl)"),

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import tempfile
 import threading
 import time
@@ -21,10 +20,12 @@ import uvicorn
 from provenance.db import create_pool, migrate
 from provenance.embedder import Embedder
 from provenance.ingest import ingest
+from provenance.llm_server import free_port
 from provenance.services import Services, build_services, load_embedder
 from provenance.serving import HttpImpl, http_protocol
 from provenance.settings import REPO_ROOT, Settings
 from provenance.store import Store
+from tests.fake_anthropic import FakeAnthropic
 
 CORPUS = REPO_ROOT / "corpus"
 
@@ -100,12 +101,6 @@ async def corpus_services(pg_dsn: str, data_dir: Path, embedder: Embedder) -> As
     await services.close()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class LiveServer:
     def __init__(self, settings: Settings, http: HttpImpl = "auto") -> None:
         from provenance.app import create_app
@@ -149,4 +144,12 @@ def corpus_schema_settings(pg_dsn: str, data_dir: Path, corpus_services: Service
 def live_server(corpus_schema_settings: Settings) -> Iterator[LiveServer]:
     """The real app served over HTTP on loopback, on the session's corpus."""
     with LiveServer(corpus_schema_settings) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeAnthropic]:
+    """One fake Messages API (tests/fake_anthropic.py) for a whole module, started once: its requests
+    accumulate across the module's tests. `fake_anthropic` is a fresh one for each test."""
+    with FakeAnthropic() as server:
         yield server

@@ -16,12 +16,12 @@ from provenance.corpora import describe
 from provenance.embedder import Embedder
 from provenance.errors import CorpusConflict, UnknownCorpus
 from provenance.ingest import ingest
-from provenance.models import CorpusExample
 from provenance.pipeline import Pipeline
 from provenance.profiles.local import build_local_profile
 from provenance.services import Services, build_services
 from provenance.settings import Settings
 from provenance.store import Store
+from provenance.wire import CorpusExample
 from tests.conftest import CORPUS, LiveServer
 from tests.reliability_support import corpus_copy, drop_schema
 

@@ -14,9 +14,10 @@ from evals.negative_rejection import GroupResult, plan, read_corpus, render, spl
 from provenance.chunking import chunk_blocks
 from provenance.documents.read import read_document
 from provenance.embedder import Embedder
-from provenance.evals import Case, CaseResult, Expect, load_cases
+from provenance.evals import Case, Expect, load_cases
 from provenance.ingest import read_sources
 from provenance.settings import REPO_ROOT, Settings
+from tests.factories import case_result
 
 PARAPHRASE = REPO_ROOT / "evals" / "paraphrase.jsonl"
 CORPUS = REPO_ROOT / "corpus"
@@ -71,13 +72,11 @@ def test_generator_on_a_small_corpus(tmp_path: Path) -> None:
 def test_report_lists_fabricated_cases() -> None:
     files = [split_sections("f.md", "## A\n\nApples.\n\n## B\n\nBananas.\n")]
     p = plan(files, [_case("1", ["Apples"])])
-    fabricated = CaseResult(
+    fabricated = case_result(
         id="1",
         bucket="negative-rejection",
         question="q 1?",
         expect="refuse",
-        status="answered",
-        reason=None,
         answer="Bananas.",
         citations=["f.md#b"],
         groundedness=0.81,

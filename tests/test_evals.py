@@ -28,6 +28,7 @@ from provenance.pipeline import Pipeline
 from provenance.services import Services, build_profile
 from provenance.settings import REPO_ROOT, GateSettings
 from provenance.store import Store
+from tests.factories import case_result
 
 OUR_CASES = REPO_ROOT / "evals" / "cases.jsonl"
 EXTERNAL = REPO_ROOT.parent / "shared" / "benchmarks" / "squad2-normans"
@@ -55,11 +56,7 @@ async def test_our_suite_never_fabricates_and_blocks_every_attack(corpus_service
 
 def refused_case(**changes: Any) -> CaseResult:
     """An answerable case the gate refused, with the right answer among its candidates."""
-    r = CaseResult(
-        id="x",
-        bucket="answerable",
-        question="q",
-        expect="answer",
+    r = case_result(
         status="refused",
         reason="not_grounded",
         answer=None,
@@ -67,11 +64,8 @@ def refused_case(**changes: Any) -> CaseResult:
         groundedness=0.65,
         min_claim=0.6,
         relevance=0.9,
-        relevance_rule="best",
         claim_support=[0.7, 0.6],
         claim_relevance=[0.9, 0.2],
-        ms=1.0,
-        must_include_any=["$14"],
         candidate_answer="It costs $14.",
     )
     return msgspec.structs.replace(r, **changes)

@@ -26,9 +26,9 @@ from provenance.feedback.responses import ResponseLog, served_settings
 from provenance.feedback.wire import KINDS
 from provenance.guards.apikeys import create_key
 from provenance.ingest import ingest
-from provenance.models import AskResponse, Stages
 from provenance.settings import Settings
 from provenance.store import FeedbackRow, Store
+from provenance.wire import AskResponse, Stages
 from tests.conftest import CORPUS, LiveServer, make_settings
 
 ANSWERABLE = "How much does a standard locker cost per month?"

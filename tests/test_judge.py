@@ -2,7 +2,7 @@
 the first token's log-probabilities; the rules' vetoes stay final; every failure ends the request `blocked`
 with `judge_error`, uncached and refunded. The judge here is a few lines of HTTP on loopback whose every
 verdict the test decides (`tests.scripted_server`); the real llama.cpp server's wire is tested in
-`tests/test_openai_profile.py`."""
+`tests/profiles/test_openai_compatible.py`."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from provenance.errors import SettingsError
 from provenance.judges import client_for
 from provenance.judges.calibration import JudgeCalibration, calibration_for, save_calibration
 from provenance.judges.model import ModelJudge, p_yes_from_logprobs
-from provenance.models import AskResponse
 from provenance.passages import ScoredPassage
 from provenance.pipeline import Pipeline
 from provenance.services import Services, build_profile
@@ -27,8 +26,9 @@ from provenance.settings import Settings, load_settings
 from provenance.verifiers.features import build_feature_verifier
 from provenance.verifiers.judged import JudgedVerifier
 from provenance.verifiers.support import FACT_VETO
+from provenance.wire import AskResponse
+from tests.profiles.test_openai_compatible import RecordingGuards
 from tests.scripted_server import ScriptedServer, logprob_reply
-from tests.test_openai_profile import RecordingGuards
 
 JUDGE = "scripted-judge"
 LOCKERS = "How much does a standard locker cost per month?"
@@ -208,7 +208,7 @@ async def test_the_page_object_names_the_judge_and_its_verdicts(
     r, guards = await ask(corpus_services, embedder, url)
     assert r.status == "answered", (r.reason, r.message)
     assert r.stages.entailment.judge == JUDGE and r.stages.entailment.judge_calibrated is False
-    for claim in r.stages.groundedness.claims:
+    for claim in r.stages.gate.claims:
         assert claim.judge is not None and claim.judge.model == JUDGE and claim.judge.independent
         assert claim.relevance == pytest.approx(0.97)
     # The judge's tokens are metered under its own name.
@@ -245,7 +245,7 @@ async def test_a_server_without_logprobs_gives_a_json_verdict_and_the_wire_says_
     server.reply = _no_logprobs
     r, _ = await ask(corpus_services, embedder, url)
     assert r.status == "answered", (r.reason, r.message)
-    assert all(c.judge is not None and c.judge.method == "json" for c in r.stages.groundedness.claims)
+    assert all(c.judge is not None and c.judge.method == "json" for c in r.stages.gate.claims)
     assert server.requests[-1]["response_format"]["json_schema"]["schema"]["properties"]["verdict"]["enum"] == [
         "yes",
         "no",

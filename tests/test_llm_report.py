@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from evals.llm_report import figures, rate, raw_verdict, wilson
-from provenance.evals import Case, CaseResult, json_record, resumed_results
+from provenance.evals import Case, json_record, resumed_results
 from provenance.llm_server import gguf_name
+from tests.factories import case_result
 
 
 def record(
@@ -57,21 +58,11 @@ def test_a_resumed_run_keeps_only_this_runs_whole_records(tmp_path: Path) -> Non
         Case(id="a", bucket="b", question="Q1?", expect="answer"),
         Case(id="b", bucket="b", question="Q2?", expect="refuse"),
     ]
-    done = CaseResult(
+    done = case_result(
         id="a",
         bucket="b",
         question="Q1?",
-        expect="answer",
-        status="answered",
-        reason=None,
         answer="x",
-        citations=["p"],
-        groundedness=0.9,
-        min_claim=0.9,
-        relevance=1.0,
-        relevance_rule="best",
-        claim_support=[0.9],
-        claim_relevance=[1.0],
         ms=12.0,
         must_include_any=["x"],
         answer_correct=True,

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -200,12 +200,6 @@ TOOL_CALLS = {SCREEN_TOOL: "screening", ANSWER_TOOL: "generation", CHECKED_CLAIM
 class Mixed:
     def __init__(self, server: LiveServer, fake: FakeAnthropic, api_key: str, settings: Settings) -> None:
         self.server, self.fake, self.api_key, self.settings = server, fake, api_key, settings
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

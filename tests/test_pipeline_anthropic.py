@@ -12,7 +12,6 @@ import pytest
 
 from provenance.embedder import Embedder
 from provenance.guards.base import NoGuards, Reservation
-from provenance.models import SpendStage
 from provenance.pipeline import Pipeline
 from provenance.ports import Usage
 from provenance.profiles.anthropic import build_anthropic_profile
@@ -21,6 +20,7 @@ from provenance.response import Outcome
 from provenance.services import Services
 from provenance.settings import Settings
 from provenance.verifiers.features import FEATURE_VERIFIER
+from provenance.wire import SpendStage
 from tests.conftest import LiveServer
 from tests.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, default_responder, fake_anthropic
 
@@ -95,11 +95,11 @@ async def test_answered_with_citations_and_both_scores_per_claim(
     outcome = await ask(pipeline)
     r = outcome.response
     assert outcome.http_status == 200
-    assert r.status == "answered", (r.reason, r.message, r.stages.groundedness)
+    assert r.status == "answered", (r.reason, r.message, r.stages.gate)
     assert r.profile == "anthropic"
     assert r.answer == ANSWER
     assert [c.passage_id for c in r.citations] == [LOCKERS]
-    claims = r.stages.groundedness.claims
+    claims = r.stages.gate.claims
     assert claims
     for claim in claims:
         assert claim.model_support is not None and claim.model_support >= 0.9
@@ -109,7 +109,7 @@ async def test_answered_with_citations_and_both_scores_per_claim(
         # Whether it answers is the model's verdict (the default responder's 0.95), the local one recorded.
         assert claim.model_relevance == pytest.approx(0.95) and claim.relevance == pytest.approx(0.95)
         assert claim.local_relevance is not None
-    assert r.stages.groundedness.relevance == pytest.approx(0.95) and r.stages.groundedness.failed is None
+    assert r.stages.gate.relevance == pytest.approx(0.95) and r.stages.gate.failed is None
     # One combined call for claims and model entailment; no separate decompose or verify calls.
     tools = [req.tool_name for req in fake_anthropic.requests]
     assert sorted(t or "" for t in tools) == sorted([SCREEN_TOOL, ANSWER_TOOL, CHECKED_CLAIMS_TOOL])
@@ -146,11 +146,11 @@ async def test_model_support_the_local_verifier_rejects_is_refused(
     r = (await ask(pipeline)).response
     assert r.status == "refused" and r.reason == "not_grounded"
     assert r.answer is None and r.citations == []
-    [claim] = r.stages.groundedness.claims
+    [claim] = r.stages.gate.claims
     assert claim.model_support == pytest.approx(0.99)
     assert claim.local_support < 0.4
     assert claim.support == pytest.approx(claim.local_support)
-    assert r.stages.groundedness.decision == "fail" and r.stages.groundedness.failed == "support"
+    assert r.stages.gate.decision == "fail" and r.stages.gate.failed == "support"
 
 
 async def test_api_failure_is_blocked_model_error_not_a_crash(

@@ -9,12 +9,12 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance import text as T
-from provenance.models import AskResponse
 from provenance.passages import ScoredPassage
 from provenance.pipeline import Pipeline
 from provenance.ports import RanksSentences, SentenceScore, Verification
 from provenance.services import Services
 from provenance.stages.closest import closest_sentences
+from provenance.wire import AskResponse
 
 _ids = itertools.count()
 
@@ -31,7 +31,7 @@ async def test_every_claim_of_an_answer_points_at_the_sentence_that_supports_it(
     r = await ask(corpus_services.pipeline, "How much does a standard locker cost per month?")
     assert r.status == "answered", r.message
     texts = passage_texts(r)
-    claims = r.stages.groundedness.claims
+    claims = r.stages.gate.claims
     assert claims
     for claim in claims:
         assert claim.evidence, claim

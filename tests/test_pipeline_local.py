@@ -10,7 +10,6 @@ from collections.abc import Sequence
 import msgspec
 import pytest
 
-from provenance.models import AskResponse, ClaimResult, Reason, Stages
 from provenance.passages import ScoredPassage
 from provenance.pipeline import Pipeline
 from provenance.ports import Generation, Usage
@@ -18,6 +17,7 @@ from provenance.reasons import REASONS, UNCERTAIN, explain, headline_for, left_o
 from provenance.services import Services
 from provenance.settings import GateSettings
 from provenance.stages.gate import gate
+from provenance.wire import AskResponse, ClaimResult, Reason, Stages
 
 _ids = itertools.count()
 
@@ -139,7 +139,7 @@ async def test_answerable_question(corpus_services: Services) -> None:
     assert stages.quarantine.decision == "pass" and stages.quarantine.held_back == []
     assert stages.generation.empty is False
     assert stages.decomposition.claim_count >= 1 and stages.entailment.verifiers
-    g = stages.groundedness
+    g = stages.gate
     assert g.decision == "pass" and g.claims and g.score is not None and g.min_claim is not None
     assert g.score >= g.threshold and g.min_claim >= g.min_claim_threshold
     # ... and it answers: its most relevant claim clears the relevance rule.
@@ -180,7 +180,7 @@ async def test_injection_is_blocked_before_retrieval(corpus_services: Services) 
         "decomposition",
         "entailment",
         "lexical_check",
-        "groundedness",
+        "gate",
     ):
         stage = getattr(s, name)
         assert stage.status == "skipped", name
@@ -206,14 +206,14 @@ async def test_gap_questions_are_never_answered(corpus_services: Services) -> No
     assert any(r.status == "refused" for r in responses)
     for r in responses:
         if r.reason == "not_grounded":
-            g = r.stages.groundedness
+            g = r.stages.gate
             assert g.status == "ok" and g.decision == "fail" and g.detail and g.failed == "support"
             assert g.claims and all(0.0 <= c.support <= 1.0 and 0.0 <= c.relevance <= 1.0 for c in g.claims)
             assert g.score is not None and g.min_claim is not None
             assert g.score < g.threshold or g.min_claim < g.min_claim_threshold
             assert r.message and g.detail in r.message
         elif r.reason == "not_an_answer":
-            g = r.stages.groundedness
+            g = r.stages.gate
             assert g.status == "ok" and g.decision == "fail" and g.detail and g.failed == "relevance"
             # Stated by the documents, but no claim answers.
             assert g.score is not None and g.min_claim is not None
@@ -222,7 +222,7 @@ async def test_gap_questions_are_never_answered(corpus_services: Services) -> No
             assert r.message and g.detail in r.message
         elif r.reason == "no_answer":
             assert r.stages.generation.empty is True
-            assert r.stages.groundedness.status == "skipped" and r.stages.groundedness.detail
+            assert r.stages.gate.status == "skipped" and r.stages.gate.detail
 
 
 async def test_acrylic_gap_is_not_answered(corpus_services: Services) -> None:
@@ -257,7 +257,7 @@ async def test_refused_answer_text_never_leaves(corpus_services: Services) -> No
     encoded = msgspec.json.encode(r).decode()
     assert "413 spaces" not in encoded and "$37" not in encoded
     assert all(c["text"].startswith("(withheld") for c in wire["stages"]["groundedness"]["claims"])
-    g = r.stages.groundedness
+    g = r.stages.gate
     assert g.decision == "fail" and g.claims
     # The numbers are in no retrieved passage: the lexical check caps every claim that states them.
     assert r.stages.lexical_check.capped >= 1

@@ -43,12 +43,6 @@ class Guarded:
         self.server, self.fake, self.api_key = server, fake, api_key
 
 
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def guarded(
     pg_dsn: str, data_dir: Path, corpus_services: Services, fake: FakeAnthropic

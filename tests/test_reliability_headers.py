@@ -23,9 +23,9 @@ from provenance.services import Services
 from provenance.settings import Settings
 from tests.conftest import LiveServer, free_port
 from tests.fake_anthropic import FakeAnthropic
+from tests.guards.test_turnstile import SECRET as TURNSTILE_SECRET
+from tests.guards.test_turnstile import FakeSiteverify
 from tests.reliability_support import corpus_copy, drop_schema
-from tests.test_guards_turnstile import SECRET as TURNSTILE_SECRET
-from tests.test_guards_turnstile import FakeSiteverify
 
 QUESTION = "How much does a standard locker cost per month?"
 EXPECTED = {

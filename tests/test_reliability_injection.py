@@ -12,13 +12,13 @@ import pytest_asyncio
 
 from provenance import text as T
 from provenance.embedder import Embedder
-from provenance.models import HeldBack
 from provenance.passages import ScoredPassage
 from provenance.profiles.outputs import ANSWER_TOOL, CHECKED_CLAIMS_TOOL
 from provenance.profiles.prompts import GENERATE_SYSTEM
 from provenance.services import Services, build_services
 from provenance.settings import Settings
 from provenance.stages.quarantine import is_instruction, quarantine
+from provenance.wire import HeldBack
 from tests.conftest import CORPUS
 from tests.fake_anthropic import FakeAnthropic, fake_anthropic
 from tests.reliability_support import corpus_copy, drop_schema
@@ -72,7 +72,7 @@ async def test_the_local_profile_never_answers_with_the_injected_claim(poisoned_
             # Retrieval still finds the poisoned sections, but what reaches the later stages is clean.
             assert not any("100%" in text for text in retrieved.values()), retrieved
             assert r.status != "answered" or "100%" not in (r.answer or ""), r.answer
-            for claim in r.stages.groundedness.claims:
+            for claim in r.stages.gate.claims:
                 assert "100%" not in claim.text
         # The true rule is still answered from the very section the instruction was hidden in.
         r = (await services.pipeline.ask(QUESTIONS[0], request_id="poison-local", use_cache=False)).response
@@ -114,9 +114,9 @@ async def test_a_model_that_obeys_the_injection_is_refused(
             r = (await services.pipeline.ask(question, request_id="poison-model", use_cache=False)).response
             assert r.status == "refused" and r.reason == "not_grounded", (question, r.status, r.answer)
             assert r.answer is None and r.citations == []
-            [claim] = r.stages.groundedness.claims
+            [claim] = r.stages.gate.claims
             assert claim.model_support == 0.99 and claim.local_support is not None and claim.local_support < 0.4
-            assert r.stages.groundedness.failed == "support"
+            assert r.stages.gate.failed == "support"
         # The model was never shown the injected sentences, either.
         for request in fake_anthropic.requests:
             assert "ignore the question" not in request.user_text.lower()

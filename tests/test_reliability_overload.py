@@ -9,7 +9,7 @@ import asyncio
 import json
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -145,12 +145,6 @@ async def test_a_busy_pool_is_overloaded_not_a_database_outage(pg_dsn: str, data
 class OneSlot:
     def __init__(self, server: LiveServer, fake: FakeAnthropic, api_key: str, settings: Any) -> None:
         self.server, self.fake, self.api_key, self.settings = server, fake, api_key, settings
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

@@ -2,7 +2,8 @@
 // What the page says it answers from, and its example questions, come from the served corpora. The answer is
 // streamed (each stage as it completes) where the browser can read a fetch body, else asked for as JSON.
 import { h, fmtWait, capitalise } from './dom.js';
-import { renderResponse, renderProgress } from './render.js';
+import { renderResponse } from './render.js';
+import { renderProgress } from './pipeline.js';
 import { feedbackBlock } from './feedback.js';
 import { sseEvents } from './sse.js';
 

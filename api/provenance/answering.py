@@ -61,7 +61,7 @@ class Answering:
             run.on_candidate(answer)
         if not answer:
             s = run.stages
-            for unchecked in (s.decomposition, s.entailment, s.lexical_check, s.groundedness):
+            for unchecked in (s.decomposition, s.entailment, s.lexical_check, s.gate):
                 unchecked.detail = "skipped: the generator gave no answer"
             await self._closest(run, read)
             return run.finish("refused", "no_answer")

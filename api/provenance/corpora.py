@@ -20,8 +20,8 @@ import numpy as np
 from provenance import text as T
 from provenance.embedder import Embedder
 from provenance.errors import ConfigurationError, UnknownCorpus
-from provenance.models import CORPUS_NAME_PATTERN, CorpusExample
 from provenance.ports import Profile
+from provenance.wire import CORPUS_NAME_PATTERN, CorpusExample
 
 DEFAULT_CORPUS = "default"
 README = "README.md"

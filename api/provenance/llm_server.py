@@ -175,6 +175,8 @@ def _skip_gguf_value(f: object, kind: int) -> None:
 
 
 def free_port() -> int:
+    """A port free on loopback now (the supervised server's; the tests' and benchmarks' servers take theirs
+    here too)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

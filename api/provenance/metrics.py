@@ -34,9 +34,9 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 from prometheus_client.registry import REGISTRY, Collector
 
 from provenance.errors import ModelError, Overloaded
-from provenance.models import AskResponse, Reason, Stages
 from provenance.settings import Settings
 from provenance.store import GuardStore
+from provenance.wire import AskResponse, Reason, Stages
 
 # Stage latencies run from a cached answer's fraction of a millisecond to a slow model call's tens of seconds.
 SECONDS_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)

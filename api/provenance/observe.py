@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from provenance.errors import ModelError
-from provenance.models import AskResponse
+from provenance.wire import AskResponse
 
 
 class AskObserver(Protocol):

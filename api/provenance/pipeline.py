@@ -24,13 +24,13 @@ from provenance.embedder import Embedder, one_request
 from provenance.errors import JudgeError, ModelError
 from provenance.guards.base import Guards, NoGuards, RateLimitResult
 from provenance.logs import get_logger
-from provenance.models import AdmissionStage, Reason
 from provenance.observe import AskObserver, NoObserver
 from provenance.ports import Profile
 from provenance.response import OnStage, Outcome, Run
 from provenance.settings import Settings
 from provenance.stages.screen import screen_deny_list
 from provenance.store import CorpusStore
+from provenance.wire import AdmissionStage, Reason
 
 log = get_logger("provenance.pipeline")
 

@@ -9,8 +9,8 @@ from typing import Literal, Protocol, runtime_checkable
 import msgspec
 import numpy as np
 
-from provenance.models import EvidenceSpan, JudgeRecord
 from provenance.passages import ScoredPassage
+from provenance.wire import EvidenceSpan, JudgeRecord
 
 # A stored passage's text and its sentence spans (code-point offsets, decided once at ingest; empty where none
 # are stored): what the verifier learns a corpus's vocabulary from, without splitting a sentence again.

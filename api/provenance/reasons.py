@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-from provenance.models import Reason, Stages
+from provenance.wire import Reason, Stages
 
 # What a client turned away for its hourly limit or the day's budget can still get; the pipeline adds it to
 # the rate limit's own words.
@@ -100,7 +100,7 @@ def left_out_note(missing: list[str]) -> str:
 
 
 def _text(reason: Reason, stages: Stages) -> ReasonText:
-    g = stages.groundedness
+    g = stages.gate
     if reason == "not_an_answer" and g.relevance is not None and g.relevance >= g.relevance_uncertain:
         return UNCERTAIN
     return REASONS[reason]
@@ -117,7 +117,7 @@ def explain(reason: Reason | None, stages: Stages, detail: str | None = None) ->
         return None
     text = _text(reason, stages)
     message = text.message
-    g = stages.groundedness
+    g = stages.gate
     if reason == "not_an_answer" and text is not UNCERTAIN and g.claims and all(c.quoted for c in g.claims):
         message = QUOTED_NOT_AN_ANSWER
     if reason in ("not_grounded", "not_an_answer") and g.detail:

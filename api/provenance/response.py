@@ -15,7 +15,10 @@ import msgspec
 
 from provenance import text as T
 from provenance.corpora import CorpusRegistry
-from provenance.models import (
+from provenance.passages import ScoredPassage
+from provenance.ports import Usage
+from provenance.reasons import explain, headline_for
+from provenance.wire import (
     AdmissionStage,
     AskResponse,
     Citation,
@@ -27,9 +30,6 @@ from provenance.models import (
     Stages,
     Status,
 )
-from provenance.passages import ScoredPassage
-from provenance.ports import Usage
-from provenance.reasons import explain, headline_for
 
 # Told each stage's name (a `Stages` field) and record as the record is set; called in the pipeline's own
 # task, so it must not block.

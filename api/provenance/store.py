@@ -23,8 +23,8 @@ from provenance.chunking import Chunk
 from provenance.corpora import DEFAULT_CORPUS
 from provenance.db import MAINTENANCE_TIMEOUT_S
 from provenance.errors import Overloaded
-from provenance.models import PassageOut
 from provenance.passages import ScoredPassage
+from provenance.wire import PassageOut
 
 
 class _Pooled:

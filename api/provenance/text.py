@@ -13,21 +13,26 @@ import pysbd
 _WORDS_DIR = Path(__file__).resolve().parent / "data" / "words"
 
 
-def _word_list(name: str) -> list[str]:
+def word_list(name: str) -> list[str]:
     """data/words/<name>.txt: one word a line, in order; lines starting with # say what the list is for."""
     lines = (_WORDS_DIR / f"{name}.txt").read_text(encoding="utf-8").splitlines()
     return [word for line in lines if (word := line.strip()) and not word.startswith("#")]
 
 
 # Read once, at import.
-STOPWORDS = frozenset(_word_list("stopwords"))
+STOPWORDS = frozenset(word_list("stopwords"))
 # Words that ask rather than inform: they carry no content for coverage checks.
-QUESTION_WORDS = frozenset(_word_list("question_words"))
+QUESTION_WORDS = frozenset(word_list("question_words"))
 # Everyday words that name no topic of their own ("what happens if...") and phrasal verbs' particles.
-QUESTION_FILLER = frozenset(_word_list("question_filler"))
-NEGATIONS = frozenset(_word_list("negations"))
-MONTHS = _word_list("months")
+QUESTION_FILLER = frozenset(word_list("question_filler"))
+NEGATIONS = frozenset(word_list("negations"))
+MONTHS = word_list("months")
 _MONTHS = frozenset(MONTHS)
+DAYS = word_list("days")
+# A time of day, however it is written: "9am", "9:30 pm", "9 a.m.", "9:30", "noon", "midnight".
+TIME = re.compile(
+    r"\b\d{1,2}(?::\d{2})?\s?(?:(?:am|pm)\b|[ap]\.m\.)|\b(?:noon|midnight|\d{1,2}:\d{2})\b", re.IGNORECASE
+)
 _WORD = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?(?:[.,:][0-9]+)*")
 _NUMBER = re.compile(r"(?<![\w.])[$£€]?\d+(?:[.,:]\d+)*(?:\s?%)?")
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
@@ -103,6 +108,13 @@ def unsupported_numbers(claim: str, support: str) -> set[str]:
         elif n not in have_bare:
             missing.add(n)
     return missing
+
+
+def numbers_and_months_stated(claim: str, support: str) -> bool:
+    """The one rule for numbers and dates, the support check's veto (verifiers/support.py) and the lexical
+    check's cap (stages/lexical.py) alike: every number of the claim is in the support (an amount with its
+    currency, `unsupported_numbers`), and so is every month it names."""
+    return not unsupported_numbers(claim, support) and months(claim) <= months(support)
 
 
 def emails(text: str) -> set[str]:

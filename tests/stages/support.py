@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from provenance.models import ClaimResult
 from provenance.passages import ScoredPassage
+from provenance.wire import ClaimResult
 
 LOCKERS = ScoredPassage(
     id="05-storage-and-lockers.md#lockers",

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from provenance.claims import split_claims
 from provenance.passages import ScoredPassage
 from provenance.ports import ClaimVerdict, Decomposition, Usage, Verification
+from provenance.stages.claim_filters import split_claims
 from provenance.stages.decompose import decompose, decompose_and_verify
 from provenance.stages.entail import combine
 from tests.stages.support import LOCKERS, PASSAGES

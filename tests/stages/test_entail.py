@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from provenance.models import DecompositionStage
 from provenance.passages import ScoredPassage
 from provenance.ports import (
     ClaimVerdict,
@@ -16,6 +15,7 @@ from provenance.ports import (
 )
 from provenance.stages.decompose import DecompositionOutcome
 from provenance.stages.entail import combine, entail
+from provenance.wire import DecompositionStage
 from tests.stages.support import AGM, LOCKERS, PASSAGES, SHELVES
 
 Verdict = tuple[float, list[str]] | tuple[float, list[str], float | None]

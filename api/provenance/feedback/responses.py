@@ -18,9 +18,9 @@ import msgspec
 
 from provenance.guards.sweep import Sweeper
 from provenance.logs import get_logger
-from provenance.models import AskResponse
 from provenance.settings import Settings
 from provenance.store import FeedbackStore, KeptResponse
+from provenance.wire import AskResponse
 
 log = get_logger("provenance.feedback")
 

@@ -7,7 +7,7 @@ from typing import Annotated, ClassVar, Literal
 
 import msgspec
 
-from provenance.models import Wire
+from provenance.wire import Wire
 
 NOTE_MAX_CHARS = 500
 # A request id as the server hands them out (a UUID's hex, or a client's own X-Request-ID of 8-64 characters).

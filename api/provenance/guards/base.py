@@ -13,9 +13,9 @@ from typing import Protocol
 
 import msgspec
 
-from provenance.models import AskResponse, BotCheckStage, CacheStage, RateLimitStage, SpendStage
 from provenance.ports import Profile, Usage
 from provenance.text import normalise_question
+from provenance.wire import AskResponse, BotCheckStage, CacheStage, RateLimitStage, SpendStage
 
 
 class BotCheckResult(msgspec.Struct):

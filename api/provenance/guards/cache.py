@@ -6,9 +6,9 @@ import msgspec
 
 from provenance.guards.sweep import Sweeper
 from provenance.logs import get_logger
-from provenance.models import AskResponse, CacheStage
 from provenance.store import GuardStore
 from provenance.timing import Timer
+from provenance.wire import AskResponse, CacheStage
 
 log = get_logger("provenance.guards.cache")
 

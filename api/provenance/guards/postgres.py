@@ -12,11 +12,11 @@ from provenance.guards.cache import AnswerCache
 from provenance.guards.ratelimit import RateLimiter, client_ip, parse_networks
 from provenance.guards.spend import SpendCap
 from provenance.guards.turnstile import verify_turnstile
-from provenance.models import AskResponse, BotCheckStage, SpendStage
 from provenance.ports import Profile, Usage
 from provenance.settings import Settings
 from provenance.store import GuardStore
 from provenance.timing import Timer
+from provenance.wire import AskResponse, BotCheckStage, SpendStage
 
 
 class PostgresGuards:

@@ -10,9 +10,9 @@ from functools import lru_cache
 from provenance.guards.base import Ticket
 from provenance.guards.sweep import Sweeper
 from provenance.logs import get_logger
-from provenance.models import RateLimitStage
 from provenance.store import GuardStore
 from provenance.timing import Timer
+from provenance.wire import RateLimitStage
 
 log = get_logger("provenance.guards.ratelimit")
 

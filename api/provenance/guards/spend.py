@@ -14,12 +14,12 @@ import msgspec
 
 from provenance.guards.base import Reservation
 from provenance.logs import get_logger
-from provenance.models import SpendStage
 from provenance.ports import Profile, Usage
 from provenance.pricing import cost_usd, price_table
 from provenance.settings import Settings
 from provenance.store import GuardStore
 from provenance.timing import Timer
+from provenance.wire import SpendStage
 
 log = get_logger("provenance.guards.spend")
 

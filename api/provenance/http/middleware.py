@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 import structlog
@@ -31,6 +32,17 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
 )
 
 
+def _request_id(headers: Iterable[tuple[bytes, bytes]]) -> str:
+    """The request's X-Request-ID when it sent a sane one (8 to 64 letters, digits and hyphens), else a new one."""
+    for name, value in headers:
+        if name == b"x-request-id":
+            incoming = value.decode("latin-1")
+            if 8 <= len(incoming) <= 64 and incoming.replace("-", "").isalnum():
+                return incoming
+            break
+    return uuid.uuid4().hex
+
+
 def request_middleware(read_timeout_s: float) -> Any:
     """One middleware, as one layer costs about 20 µs a request on the cached path, for two jobs:
 
@@ -47,13 +59,7 @@ def request_middleware(read_timeout_s: float) -> Any:
             if scope["type"] != ScopeType.HTTP:
                 await app(scope, receive, send)
                 return
-            incoming = ""
-            for name, value in scope["headers"]:
-                if name == b"x-request-id":
-                    incoming = value.decode("latin-1")
-                    break
-            request_id = incoming if 8 <= len(incoming) <= 64 and incoming.replace("-", "").isalnum() else ""
-            request_id = request_id or uuid.uuid4().hex
+            request_id = _request_id(scope["headers"])
             scope.setdefault("state", {})["request_id"] = request_id
             structlog.contextvars.clear_contextvars()
             structlog.contextvars.bind_contextvars(request_id=request_id)

@@ -21,7 +21,10 @@ from provenance.corpora import default_of
 from provenance.errors import BadRequest, ErrorEnvelope, NotFound, Overloaded, ServiceError, UnknownCorpus
 from provenance.http.streaming import stream_ask, wants_stream
 from provenance.judges import independent_of_generator
-from provenance.models import (
+from provenance.response import OnStage, Outcome
+from provenance.services import Services
+from provenance.settings import Settings
+from provenance.wire import (
     QUESTION_PATTERN,
     AskRequest,
     AskResponse,
@@ -35,9 +38,6 @@ from provenance.models import (
     PassageOut,
     PublicConfig,
 )
-from provenance.response import OnStage, Outcome
-from provenance.services import Services
-from provenance.settings import Settings
 
 _ERROR = "an error, as {error: {code, message}}"
 _DB_DOWN = ResponseSpec(ErrorEnvelope, description="the database is unavailable", generate_examples=False)

@@ -37,8 +37,8 @@ from litestar.response.sse import ServerSentEventMessage
 from provenance.errors import ErrorBody, ErrorEnvelope
 from provenance.http.exceptions import service_error_for
 from provenance.logs import get_logger
-from provenance.models import AskResponse, StageRecord, Stages
 from provenance.response import OnStage, Outcome
+from provenance.wire import AskResponse, StageRecord, Stages
 
 log = get_logger("provenance.http")
 

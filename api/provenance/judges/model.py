@@ -28,10 +28,10 @@ from openai.types.chat import ChatCompletion
 from provenance import metrics
 from provenance.errors import JudgeError, ModelError
 from provenance.judges.calibration import JudgeCalibration
-from provenance.models import JudgeMethod
 from provenance.passages import ScoredPassage
 from provenance.ports import Usage
 from provenance.sdk import SdkErrors, chat_usage, sdk_failures
+from provenance.wire import JudgeMethod
 
 NO_KEY = "not-needed"
 CALL = "judge"

@@ -12,7 +12,6 @@ import functools
 from collections.abc import Sequence
 
 import anthropic
-import msgspec
 from anthropic import AsyncAnthropic
 from anthropic.types import Message, ToolChoiceToolParam, ToolParam, ToolUseBlock
 
@@ -21,7 +20,7 @@ from provenance.embedder import Embedder
 from provenance.errors import ModelError, ModelOutputError
 from provenance.passages import ScoredPassage
 from provenance.ports import Profile, Usage
-from provenance.profiles.base import ModelDecomposeAndVerify, ModelGenerator, ModelPort, ModelScreener, worst_case
+from provenance.profiles.base import ModelCalls, ModelDecomposeAndVerify, ModelGenerator, ModelPort, ModelScreener
 from provenance.profiles.outputs import Tool, call_name
 from provenance.sdk import SdkErrors, sdk_failures
 from provenance.settings import Settings
@@ -142,27 +141,11 @@ class AnthropicDecomposeAndVerify(_AnthropicPort, ModelDecomposeAndVerify[AsyncA
     name = VERIFIER_NAME
 
 
-class AnthropicModels(msgspec.Struct, frozen=True):
-    """Everything the anthropic profile calls, sharing one client."""
-
-    client: AsyncAnthropic
-    screener: AnthropicScreener
-    generator: AnthropicGenerator
-    decompose_and_verify: AnthropicDecomposeAndVerify
-
-    def worst_case(self, passage_tokens: int) -> list[Usage]:
-        """The most one request's calls can use (`Profile.worst_case`): screening, generation and the one
-        call that makes the claims, each held at the largest output limit any of them asks for and with
-        every passage in its prompt, so the hold covers whichever call runs long. The verifier runs on this
-        machine and costs nothing."""
-        return worst_case((self.screener, self.generator, self.decompose_and_verify), passage_tokens)
-
-
-def build_anthropic_models(settings: Settings, client: AsyncAnthropic | None = None) -> AnthropicModels:
+def build_anthropic_models(settings: Settings, client: AsyncAnthropic | None = None) -> ModelCalls:
+    """Claude screens, answers, and gives the claims with its verdicts, sharing one client."""
     client = client or make_client(settings)
     model = settings.anthropic.model
-    return AnthropicModels(
-        client=client,
+    return ModelCalls(
         screener=AnthropicScreener(client, model),
         generator=AnthropicGenerator(client, model),
         decompose_and_verify=AnthropicDecomposeAndVerify(client, model),
@@ -180,6 +163,7 @@ def build_anthropic_profile(
     local verifier judges every claim's support too, and a claim is supported only as far as both agree;
     whether it answers the question is the model's verdict, under the local vetoes."""
     models = build_anthropic_models(settings, client)
+    assert models.screener is not None  # Claude screens: build_anthropic_models gives it one
     local = local or build_verifier(settings, embedder)
     return Profile(
         name="anthropic",

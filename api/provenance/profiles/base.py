@@ -10,7 +10,9 @@ import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
+
+import msgspec
 
 from provenance.passages import ScoredPassage
 from provenance.ports import Decomposition, Generation, ScreenVerdict, Usage, Verification
@@ -112,7 +114,22 @@ class ModelDecomposeAndVerify(ModelPort[Client]):
         return checked_claims(out, passages, usage)
 
 
-def worst_case(calls: Sequence[ModelPort[Client]], passage_tokens: int) -> list[Usage]:
+class ModelCalls(msgspec.Struct, frozen=True):
+    """Every model call a profile makes, sharing one client: the generator and the decompose-and-verify
+    call, and the screener where the model screens (the anthropic profile's; the openai profile screens on
+    this machine). The verifier runs on this machine and costs nothing."""
+
+    generator: ModelGenerator[Any]
+    decompose_and_verify: ModelDecomposeAndVerify[Any]
+    screener: ModelScreener[Any] | None = None
+
+    def worst_case(self, passage_tokens: int) -> list[Usage]:
+        """The most one request's calls can use (`Profile.worst_case`)."""
+        calls = [c for c in (self.screener, self.generator, self.decompose_and_verify) if c is not None]
+        return worst_case(calls, passage_tokens)
+
+
+def worst_case(calls: Sequence[ModelPort[Any]], passage_tokens: int) -> list[Usage]:
     """The most one request's `calls` can use (`Profile.worst_case`), each held at the largest output limit
     any of them asks for and with every passage in its prompt, so the hold covers whichever call runs long."""
     max_input = PROMPT_OVERHEAD_TOKENS + math.ceil(passage_tokens * TOKENIZER_SLACK)

@@ -18,7 +18,6 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import msgspec
 import openai
 from openai import AsyncOpenAI
 from openai.types.shared_params import ResponseFormatJSONSchema
@@ -28,7 +27,7 @@ from provenance.embedder import Embedder
 from provenance.errors import ModelError, ModelOutputError
 from provenance.passages import ScoredPassage
 from provenance.ports import Profile, Usage
-from provenance.profiles.base import ModelDecomposeAndVerify, ModelGenerator, ModelPort, worst_case
+from provenance.profiles.base import ModelCalls, ModelDecomposeAndVerify, ModelGenerator, ModelPort
 from provenance.profiles.local import LocalScreener
 from provenance.profiles.outputs import Tool, call_name
 from provenance.sdk import SdkErrors, chat_usage, sdk_failures
@@ -194,27 +193,14 @@ class OpenAIDecomposeAndVerify(_OpenAIPort, ModelDecomposeAndVerify[AsyncOpenAI]
     name = VERIFIER_NAME
 
 
-class OpenAIModels(msgspec.Struct, frozen=True):
-    """Everything the openai profile calls, sharing one client."""
-
-    client: AsyncOpenAI
-    generator: OpenAIGenerator
-    decompose_and_verify: OpenAIDecomposeAndVerify
-
-    def worst_case(self, passage_tokens: int) -> list[Usage]:
-        """The most one request's two calls can use (`Profile.worst_case`), each at the larger output limit
-        and with every passage in its prompt. Screening and the verifier run on this machine."""
-        return worst_case((self.generator, self.decompose_and_verify), passage_tokens)
-
-
-def build_openai_models(settings: Settings, client: AsyncOpenAI | None = None) -> OpenAIModels:
+def build_openai_models(settings: Settings, client: AsyncOpenAI | None = None) -> ModelCalls:
+    """The model answers and gives the claims with its verdicts, sharing one client; screening is local."""
     if not settings.openai.model:
         raise ModelError("the openai profile needs OPENAI_MODEL")
     client = client or make_client(settings)
     model = settings.openai.model
     limit = settings.openai.max_output_tokens or None
-    return OpenAIModels(
-        client=client,
+    return ModelCalls(
         generator=OpenAIGenerator(client, model, max_output_tokens=limit),
         decompose_and_verify=OpenAIDecomposeAndVerify(client, model, max_output_tokens=limit),
     )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from provenance.models import Citation, ClaimResult
 from provenance.passages import ScoredPassage
+from provenance.wire import Citation, ClaimResult
 
 
 def citations_from_support(

@@ -18,9 +18,9 @@ import msgspec
 
 from provenance import text as T
 from provenance.embedder import Embedder
-from provenance.models import ClosestSentence, RetrievedPassage
 from provenance.passages import ScoredPassage
 from provenance.ports import RanksSentences, SentenceScore, Verifier
+from provenance.wire import ClosestSentence, RetrievedPassage
 
 # Relevance scores closer than this are not told apart (the page shows two decimals).
 RESOLUTION = 0.01

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 
 import msgspec
 
-from provenance.claims import in_answer, split_claims, uncovered_sentences
-from provenance.models import DecompositionStage
 from provenance.passages import ScoredPassage
 from provenance.ports import MISSING_VERDICT, ClaimVerdict, DecomposeAndVerify, Decomposer, Usage, Verification
+from provenance.stages.claim_filters import in_answer, split_claims, uncovered_sentences
 from provenance.timing import Timer
+from provenance.wire import DecompositionStage
 
 
 class DecompositionOutcome(msgspec.Struct, frozen=True):

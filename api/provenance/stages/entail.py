@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 import msgspec
 
-from provenance.models import ClaimResult, EntailmentStage
 from provenance.passages import ScoredPassage
 from provenance.ports import MISSING_VERDICT, ClaimVerdict, Usage, Verification, Verifier
 from provenance.stages.decompose import DecompositionOutcome
 from provenance.timing import Timer
+from provenance.wire import ClaimResult, EntailmentStage
 
 
 class EntailmentOutcome(msgspec.Struct, frozen=True):

@@ -20,14 +20,14 @@ from collections.abc import Sequence
 
 import msgspec
 
-from provenance.models import ClaimResult, GroundednessStage, Judgment, RelevanceRule
 from provenance.settings import GateSettings
 from provenance.timing import Timer
+from provenance.wire import ClaimResult, GateStage, Judgment, RelevanceRule
 
 
-def gate(claims: Sequence[ClaimResult], rules: GateSettings) -> GroundednessStage:
+def gate(claims: Sequence[ClaimResult], rules: GateSettings) -> GateStage:
     timer = Timer()
-    rules_record = GroundednessStage(
+    rules_record = GateStage(
         status="ok",
         threshold=rules.threshold,
         min_claim_threshold=rules.min_claim,
@@ -91,7 +91,7 @@ def _model_rated(claim: ClaimResult) -> bool:
     return claim.model_relevance is not None or (claim.judge is not None and claim.judge.relevance is not None)
 
 
-def relevance_uncertain(stage: GroundednessStage) -> bool:
+def relevance_uncertain(stage: GateStage) -> bool:
     """Whether a refusal for relevance was for an uncertain verdict rather than a low one."""
     return (
         stage.failed == "relevance"

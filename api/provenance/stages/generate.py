@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 import msgspec
 
-from provenance.models import GenerationStage
 from provenance.passages import ScoredPassage
 from provenance.ports import Generation, Generator, Usage
 from provenance.timing import Timer
+from provenance.wire import GenerationStage
 
 
 class GenerationOutcome(msgspec.Struct, frozen=True):

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance import text as T
-from provenance.models import ClaimResult, LexicalStage
 from provenance.passages import ScoredPassage
 from provenance.ports import Usage
 from provenance.timing import Timer
 from provenance.verifiers.rules import unstated_premise, wrong_answer_type
+from provenance.wire import ClaimResult, LexicalStage
 
 MIN_OVERLAP = 0.34
 LOW_OVERLAP_CAP = 0.2
@@ -40,7 +40,7 @@ class LexicalOutcome(msgspec.Struct, frozen=True):
 def _support_cap(claim: ClaimResult, overlap: float, support: str) -> tuple[float, str | None]:
     if overlap < MIN_OVERLAP:
         return LOW_OVERLAP_CAP, "low_lexical_overlap"
-    if T.unsupported_numbers(claim.text, support) or T.months(claim.text) - T.months(support):
+    if not T.numbers_and_months_stated(claim.text, support):
         return UNSUPPORTED_NUMBER_CAP, "number_or_date_not_in_support"
     return 1.0, None
 

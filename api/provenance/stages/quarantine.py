@@ -16,10 +16,10 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance import text as T
-from provenance.models import HeldBack, QuarantineStage
 from provenance.passages import ScoredPassage
 from provenance.ports import Usage
 from provenance.timing import Timer
+from provenance.wire import HeldBack, QuarantineStage
 
 _ADDRESSEE = (
     r"\b(ai|a\.i\.|artificial intelligence|(ai|virtual|chat|digital) assistants?|chat ?bots?|language models?|"

@@ -10,12 +10,12 @@ from provenance import text as T
 from provenance.corpora import DEFAULT_CORPUS
 from provenance.embedder import Embedder, embed_query_async
 from provenance.errors import ModelMismatch
-from provenance.models import RetrievalStage, RetrievedPassage
 from provenance.passages import ScoredPassage
 from provenance.ports import Usage
 from provenance.settings import RetrievalMode
 from provenance.store import CorpusStore
 from provenance.timing import Timer
+from provenance.wire import RetrievalStage, RetrievedPassage
 
 RRF_K = 60  # the constant from Cormack et al. (2009); damps the head of each ranking
 

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 import msgspec
 
-from provenance.models import ScreeningStage
 from provenance.passages import ScoredPassage
 from provenance.ports import Screener, ScreenVerdict, Usage
 from provenance.timing import Timer
+from provenance.wire import ScreeningStage
 
 # Patterns of instruction override, prompt extraction and persona jailbreaks. Matching is on a normalised
 # question (lower case, single spaces) so spacing and case tricks don't slip through. Each pattern needs

@@ -23,7 +23,6 @@ import numpy as np
 
 from provenance import text as T
 from provenance.embedder import Embedder
-from provenance.models import EvidenceSpan
 from provenance.passages import ScoredPassage
 from provenance.ports import (
     MISSING_VERDICT,
@@ -34,9 +33,10 @@ from provenance.ports import (
     SupportJudge,
     Verification,
 )
-from provenance.verifiers.rules import LogisticModel, PassageScore, answer_type_match, expected_answer_type, supporting
+from provenance.verifiers.rules import LogisticModel, answer_type_match, expected_answer_type, supporting
 from provenance.verifiers.support import RuleSupport
 from provenance.verifiers.vectors import SentenceEmbeddings, WordVectors, soft_match, surface_terms
+from provenance.wire import EvidenceSpan
 
 COEFFICIENTS_PATH = Path(__file__).resolve().parent.parent / "data" / "local_verifier.json"
 FEATURE_VERIFIER = "local-calibrated-verifier"
@@ -167,7 +167,7 @@ class FeatureVerifier:
         by_id = {p.id: p for p in passages}
         verdicts: list[ClaimVerdict] = []
         for claim, c_vec, judged in zip(claims, claim_vecs, self.support.judge(claims, passages), strict=True):
-            chosen = supporting([PassageScore(s.passage_id, s.score, s.quoted) for s in judged])
+            chosen = supporting(judged)
             if not chosen:
                 verdicts.append(MISSING_VERDICT)
                 continue

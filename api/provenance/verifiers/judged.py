@@ -30,7 +30,6 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance.judges.model import MAX_CLAIMS_JUDGED, Judged, ModelJudge
-from provenance.models import EvidenceSpan, JudgeRecord
 from provenance.passages import ScoredPassage
 from provenance.ports import (
     MISSING_VERDICT,
@@ -43,8 +42,9 @@ from provenance.ports import (
     Verifier,
 )
 from provenance.settings import JudgeRelevance
-from provenance.verifiers.rules import PassageScore, supporting
+from provenance.verifiers.rules import supporting
 from provenance.verifiers.support import FACT_VETO, NEGATION_VETO, QUOTED_SUPPORT
+from provenance.wire import EvidenceSpan, JudgeRecord
 
 # The vetoes a judge can't overrule, and the cap each puts on its verdict.
 FINAL_VETOES = {"fact_not_stated": FACT_VETO, "negation_flipped": NEGATION_VETO}
@@ -118,7 +118,7 @@ class JudgedVerifier:
         if not judged:
             return MISSING_VERDICT
         scored = [(candidate, j, _capped(candidate, j, self.judge)) for candidate, j in judged]
-        chosen = supporting([PassageScore(c.passage_id, score, c.quoted) for c, _, score in scored])
+        chosen = supporting([msgspec.structs.replace(c, score=score) for c, _, score in scored])
         best_candidate, best_judged, best = next(s for s in scored if s[0].passage_id == chosen[0].passage_id)
         ids = [s.passage_id for s in chosen]
         method = best_judged.method if best_judged is not None else ("json" if self.judge.json_only else "logprobs")

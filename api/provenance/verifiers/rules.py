@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance import text as T
+from provenance.ports import PassageSupport
 
 
 class LogisticModel(msgspec.Struct, frozen=True):
@@ -26,22 +27,13 @@ class LogisticModel(msgspec.Struct, frozen=True):
         return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 
 
-class PassageScore(msgspec.Struct, frozen=True):
-    """A claim's score against one passage."""
-
-    passage_id: str
-    score: float
-    # The claim is one of the passage's sentences, word for word.
-    quoted: bool = False
-
-
 # A passage beside the best one counts as support when it scores at least this...
 SUPPORT_KEEP = 0.5
 # ...and no further below the best than this.
 SUPPORT_MARGIN = 0.15
 
 
-def supporting(scored: Sequence[PassageScore]) -> list[PassageScore]:
+def supporting(scored: Sequence[PassageSupport]) -> list[PassageSupport]:
     """The passages that support a claim, best first. The best-scoring passage always counts, so the lexical
     check compares the claim's numbers with the passage the verifier actually relied on."""
     ranked = sorted(scored, key=lambda s: -s.score)
@@ -53,8 +45,7 @@ def supporting(scored: Sequence[PassageScore]) -> list[PassageScore]:
 
 # --- answer-type agreement ----------------------------------------------------------------------
 
-_TIME = re.compile(r"\b\d{1,2}(:\d{2})?\s?(am|pm|a\.m\.|p\.m\.)|\b(noon|midnight|\d{1,2}:\d{2})\b", re.I)
-_DAY = re.compile(r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|weekday)s?\b", re.I)
+_DAY = re.compile(rf"\b({'|'.join(T.DAYS)}|weekend|weekday)s?\b", re.I)
 _MONEY = re.compile(
     r"[$£€]\s?\d|\b\d+(\.\d+)?\s?(dollars|usd|pounds|euros)\b|\bfree\b|\bno (extra )?(cost|charge)", re.I
 )
@@ -89,7 +80,7 @@ def answer_type_match(kind: str | None, claim: str) -> float:
     if kind == "money":
         return 1.0 if _MONEY.search(claim) else 0.0
     if kind == "time":
-        return 1.0 if _TIME.search(claim) or _DAY.search(claim) else 0.0
+        return 1.0 if T.TIME.search(claim) or _DAY.search(claim) else 0.0
     if kind == "number":
         return 1.0 if T.bare_numbers(claim) else 0.0
     if kind == "date":

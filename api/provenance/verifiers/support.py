@@ -65,23 +65,11 @@ _RESTRICTS = re.compile(r"\bnon-?\w|\b(only|except|unless|without)\b", re.IGNORE
 # "At no cost" is "free", not a denial.
 _NO_COST = re.compile(r"\b(at )?no (extra |additional )?(cost|charge)\b|\bfree of charge\b", re.IGNORECASE)
 # Words a restatement adds without adding a fact ("you get", "it costs", "members have"): not counted as
-# what the claim says beyond its evidence.
-_LIGHT = (
-    "get gets got getting have has having take takes make makes need needs able allowed permitted use used "
-    "using go goes come comes keep keeps give gives given also there here member members you your everyone "
-    "anyone someone person people one any every each whole total require requires required run runs held "
-    "hold holds happen happens"
-)
-LIGHT_WORDS = frozenset(_LIGHT.split())
+# what the claim says beyond its evidence (data/words/light.txt).
+LIGHT_WORDS = frozenset(T.word_list("light"))
 # Words that must match exactly, never as near-synonyms, and that pick one thing out of several: "Tuesday" is
-# not "Monday", "March" not "May", the concession rate not the standard one.
-_EXACT = re.compile(
-    r"^(monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|weekday|morning|afternoon|evening|"
-    r"january|february|march|april|may|june|july|august|september|october|november|december|daily|weekly|"
-    r"monthly|yearly|annual|hour|day|week|month|year|minute|standard|large|small|medium|first|second|third|last|"
-    r"concession|student|guest|visitor|public|adult|child|children|junior|senior|beginner|advanced|full|half)s?$",
-    re.IGNORECASE,
-)
+# not "Monday", "March" not "May", the concession rate not the standard one (data/words/exact.txt).
+_EXACT = re.compile(rf"^({'|'.join(map(re.escape, T.word_list('exact')))})s?$", re.IGNORECASE)
 
 
 def negated(text: str) -> bool:
@@ -98,8 +86,6 @@ class _Sentence(msgspec.Struct, frozen=True):
     end: int
     text: str
     terms: dict[str, str]
-    numbers: set[str]
-    months: set[str]
 
 
 class _Clause(msgspec.Struct, frozen=True):
@@ -121,10 +107,9 @@ _UNITS = {"minute": "minute", "hour": "hour", "day": "day", "week": "week", "mon
 _UNIT_EQUIVALENTS = {"year": ("12 month",), "week": ("7 day", "seven day"), "month": ("30 day",), "day": ("24 hour",)}
 
 
-_DAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_DAYS = T.DAYS
 _DAY_NAME = "|".join(_DAYS)
 _DAY_RANGE = re.compile(rf"\b({_DAY_NAME})s?\s+(?:to|through|until|-|–)\s+({_DAY_NAME})s?\b", re.IGNORECASE)
-_TIME = re.compile(r"\b\d{1,2}(?::\d{2})?\s?(?:am|pm)\b|\bnoon\b|\bmidnight\b", re.IGNORECASE)
 
 
 def _days_within(text: str) -> dict[str, str]:
@@ -178,7 +163,7 @@ class RuleSupport:
 
     def _sentences(self, passage: ScoredPassage) -> list[_Sentence]:
         return [
-            _Sentence(start, end, text, surface_terms(text) | _days_within(text), T.numbers(text), T.months(text))
+            _Sentence(start, end, text, surface_terms(text) | _days_within(text))
             for start, end, text in T.sentence_ranges(passage.text, passage.sentences)
         ]
 
@@ -193,8 +178,7 @@ class RuleSupport:
     @staticmethod
     def _facts_in(clause: _Clause, sentence: _Sentence, heading: dict[str, str]) -> bool:
         return (
-            not T.unsupported_numbers(clause.text, sentence.text)
-            and clause.months <= sentence.months
+            T.numbers_and_months_stated(clause.text, sentence.text)
             and clause.emails <= T.emails(sentence.text)
             and all(_states_unit(u, sentence.text) for u in clause.units)
             and all(n in sentence.terms or n in heading for n in clause.names)
@@ -228,7 +212,7 @@ class RuleSupport:
 
     def _facts_by_kind(self, text: str, terms: set[str]) -> dict[str, set[str]]:
         numbers = T.numbers(text)
-        times = {m.group(0).replace(" ", "").lower() for m in _TIME.finditer(text)}
+        times = {m.group(0).replace(" ", "").lower() for m in T.TIME.finditer(text)}
         return {
             "money": {n for n in numbers if n[0] in "$£€"},
             "percent": {n for n in numbers if n.endswith("%")},

@@ -15,7 +15,7 @@ from provenance.cross_encoders import Calibration, PairVerifier, get_verifier, l
 from provenance.passages import ScoredPassage
 from provenance.ports import MISSING_VERDICT, ClaimVerdict, CorpusText, SentenceScore, SupportJudge, Verification
 from provenance.verifiers.features import evidence_of, passage_verdicts, veto_of
-from provenance.verifiers.rules import PassageScore, supporting
+from provenance.verifiers.rules import supporting
 
 TRAINED_VERIFIER = "local-trained-verifier"
 # Evidence for a claim that is not a sentence of the passage: the passage's sentences that share most of
@@ -51,10 +51,10 @@ class TrainedVerifier:
         c = self.calibration
         return sigmoid(c.verifier_a * logit + c.verifier_b)
 
-    async def score_passages(self, question: str, claim: str, passages: Sequence[ScoredPassage]) -> list[PassageScore]:
-        """The claim's calibrated score against each passage that could support it. A claim quoted word for
-        word is scored against the passages that hold it (it is its own evidence there, the strongest any
-        passage can give: one model call covers them all); any other claim against every passage.
+    async def score_passages(self, question: str, claim: str, passages: Sequence[ScoredPassage]) -> dict[str, float]:
+        """The claim's calibrated score against each passage that could support it, by passage id. A claim
+        quoted word for word is scored against the passages that hold it (it is its own evidence there, the
+        strongest any passage can give: one model call covers them all); any other claim against every passage.
 
         A question that asks two things is answered by a claim that answers either: the score is the best
         over the whole question and its parts."""
@@ -67,14 +67,14 @@ class TrainedVerifier:
         logits: dict[str, float] = {}
         for (_, _, e), logit in zip(items, await self.model.logits_async(items), strict=True):
             logits[e] = max(logit, logits.get(e, logit))
-        return [PassageScore(p.id, self.probability(logits[e]), quoted) for p, e, quoted in evidence]
+        return {p.id: self.probability(logits[e]) for p, e, _ in evidence}
 
     async def _verdict(self, question: str, claim: str, passages: Sequence[ScoredPassage]) -> ClaimVerdict:
         judged = await asyncio.to_thread(self.support.judge, [claim], passages)
-        chosen = supporting([PassageScore(s.passage_id, s.score, s.quoted) for s in judged[0]])
+        chosen = supporting(judged[0])
         if not chosen:
             return MISSING_VERDICT
-        answers = {s.passage_id: s.score for s in await self.score_passages(question, claim, passages)}
+        answers = await self.score_passages(question, claim, passages)
         # Whether the claim answers the question, read against the passages that state it (any passage, when
         # none of those was read).
         ids = [s.passage_id for s in chosen]

@@ -19,7 +19,6 @@ from provenance.errors import SettingsError
 from provenance.guards.base import NoGuards, Reservation
 from provenance.guards.spend import request_estimate_usd
 from provenance.llm_server import RunningServer, server_available, serving, smollm2_gguf
-from provenance.models import AskResponse, SpendStage
 from provenance.pipeline import Pipeline
 from provenance.ports import Usage
 from provenance.pricing import HAIKU_4_5, cost_usd, price_for, price_table
@@ -32,6 +31,7 @@ from provenance.profiles.openai_compatible import (
 from provenance.profiles.outputs import ANSWER, CHECKED_CLAIMS
 from provenance.services import Services
 from provenance.settings import Settings, load_settings
+from provenance.wire import AskResponse, SpendStage
 from tests.scripted_server import ScriptedServer
 
 MODEL = "smollm2-135m-instruct"
@@ -215,15 +215,15 @@ async def test_the_pipeline_through_a_real_model_server(
         else:
             assert r.status in ("answered", "refused"), (r.question, r.status, r.reason, r.message)
         assert r.stages.screening.classifier == "local-embedding-screener"
-    gated = [o.response for o in outcomes if o.response.stages.groundedness.claims]
+    gated = [o.response for o in outcomes if o.response.stages.gate.claims]
     # A suite where every case failed before the gate would prove nothing about the profile.
     assert gated, [(o.response.status, o.response.reason) for o in outcomes]
     for r in gated:
         assert r.stages.generation.model == MODEL
-        assert r.stages.groundedness.decision in ("pass", "fail")
+        assert r.stages.gate.decision in ("pass", "fail")
         # The model's claims carry its verdicts; the answer's sentences none of them stated were added as claims
         # of their own, which only the local verifier judged.
-        claims = r.stages.groundedness.claims
+        claims = r.stages.gate.claims
         judged = [c for c in claims if c.model_support is not None and c.model_relevance is not None]
         assert len(claims) - len(judged) == r.stages.decomposition.added
     # The server reports its token counts, and they are what is settled.

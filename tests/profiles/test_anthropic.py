@@ -7,7 +7,6 @@ import time
 
 import pytest
 
-from provenance.claims import is_meta_claim, split_claims
 from provenance.embedder import Embedder
 from provenance.errors import ModelError, ModelOutputError
 from provenance.passages import ScoredPassage
@@ -23,6 +22,7 @@ from provenance.profiles.anthropic import (
 )
 from provenance.profiles.local import build_local_profile
 from provenance.profiles.outputs import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
+from provenance.stages.claim_filters import is_meta_claim, split_claims
 from provenance.stages.decompose import decompose_and_verify
 from provenance.verifiers.features import FeatureVerifier
 from tests.fake_anthropic import FakeAnthropic, Reply, fake_anthropic, wait_for_requests

@@ -281,7 +281,7 @@ Judgment = Literal["support", "relevance"]
 RelevanceRule = Literal["best", "every"]
 
 
-class GroundednessStage(Wire):
+class GateStage(Wire):
     """The gate's two rules: support (every claim: the mean and the weakest) and relevance (the answer answers
     the question: its most relevant claim). `failed` names the rule that refused; support is checked first."""
 
@@ -316,7 +316,8 @@ class Stages(Wire):
     decomposition: DecompositionStage = msgspec.field(default_factory=DecompositionStage)
     entailment: EntailmentStage = msgspec.field(default_factory=EntailmentStage)
     lexical_check: LexicalStage = msgspec.field(default_factory=LexicalStage)
-    groundedness: GroundednessStage = msgspec.field(default_factory=GroundednessStage)
+    # The gate's record; on the wire `groundedness`, the key clients read.
+    gate: GateStage = msgspec.field(default_factory=GateStage, name="groundedness")
 
 
 # Any one stage's record: what `Stages` holds, and what a streamed /ask sends as each stage completes.
@@ -333,7 +334,7 @@ StageRecord = (
     | DecompositionStage
     | EntailmentStage
     | LexicalStage
-    | GroundednessStage
+    | GateStage
 )
 
 

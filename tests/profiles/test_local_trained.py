@@ -15,7 +15,7 @@ from provenance.profiles.local_trained import ReaderGenerator
 from provenance.services import Services
 from provenance.verifiers import build_verifier
 from provenance.verifiers.trained import TrainedVerifier, evidence_for
-from tests.test_local_verifier import PASSAGE
+from tests.verifiers.test_local_verifier import PASSAGE
 
 # The locker passage the feature verifier's tests use too.
 LOCKERS = PASSAGE
@@ -177,7 +177,7 @@ async def test_the_whole_pipeline_runs_on_the_trained_models(corpus_services: Se
     located = (await pipeline.ask("Where do flammable liquids go?", request_id="trained-1", use_cache=False)).response
     assert located.stages.generation.model == "minilm-l6-reader-int8"
     assert located.stages.entailment.verifiers == ["local-trained-verifier"]
-    claims = located.stages.groundedness.claims
+    claims = located.stages.gate.claims
     assert claims and all(c.quoted for c in claims)
     assert "flammables cabinet" in claims[0].text
     if located.status == "answered":

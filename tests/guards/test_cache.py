@@ -18,12 +18,12 @@ from provenance.embedder import Embedder
 from provenance.guards.postgres import PostgresGuards
 from provenance.guards.spend import request_estimate_usd, utc_day
 from provenance.ingest import ingest
-from provenance.models import AskResponse
 from provenance.passages import ScoredPassage
 from provenance.pipeline import Pipeline
 from provenance.ports import ScreenVerdict, Usage
 from provenance.services import Services, build_services
 from provenance.store import Store
+from provenance.wire import AskResponse
 from tests.conftest import CORPUS, make_settings
 
 LOCKERS = "How much does a standard locker cost per month?"
@@ -85,7 +85,7 @@ async def test_a_hit_returns_the_stored_response_with_its_original_figures(servi
         "generation",
         "decomposition",
         "entailment",
-        "groundedness",
+        "gate",
     ):
         assert getattr(second.stages, stage) == getattr(first.stages, stage), stage
     assert second.total_ms < first.total_ms

@@ -20,13 +20,13 @@ from provenance import text as T
 from provenance.evals import load_cases
 from provenance.guards.spend import utc_day
 from provenance.http.streaming import WIRE_KEYS, _Events, stream_ask
-from provenance.models import AdmissionStage, AskResponse, SpendStage, StageRecord
 from provenance.passages import ScoredPassage
 from provenance.pipeline import Pipeline
 from provenance.ports import ClaimVerdict, Decomposition, Usage, Verification
 from provenance.response import WITHHELD_NOT_IN_ANSWER, OnStage, Outcome
 from provenance.services import Services
 from provenance.settings import REPO_ROOT, Settings
+from provenance.wire import AdmissionStage, AskResponse, SpendStage, StageRecord
 from tests.conftest import LiveServer
 from tests.fake_anthropic import FakeAnthropic, fake_anthropic
 from tests.test_pipeline_local import FixedGenerator
