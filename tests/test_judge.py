@@ -184,6 +184,7 @@ async def test_the_veto_rule_keeps_the_rules_relevance_unless_the_judge_says_no(
     # A timid Yes lets the rules' higher relevance stand; a No is the judge's, whatever the rules say.
     assert veto.relevance == pytest.approx(own.relevance if rules_stand else p_yes)
     assert veto.judge is not None and veto.judge.raw_relevance == pytest.approx(p_yes)
+    assert veto.judge.relevance == pytest.approx(p_yes)  # the judge's own verdict, shown as its
     assert veto.rules_relevance == pytest.approx(own.relevance)
 
 

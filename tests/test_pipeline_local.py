@@ -76,27 +76,27 @@ def _gated(*claims: tuple[float, float, bool]) -> Stages:
         )
         for n, (s, rel, quoted) in enumerate(claims)
     ]
-    return Stages(groundedness=gate(results, GateSettings()))
+    return Stages(gate=gate(results, GateSettings()))
 
 
 def test_a_refusal_says_which_judgment_failed() -> None:
     unsupported = _gated((0.2, 0.9, False))
-    assert unsupported.groundedness.failed == "support"
+    assert unsupported.gate.failed == "support"
     assert headline_for("not_grounded", unsupported) == "The documents don't say this"
     message = explain("not_grounded", unsupported)
     assert message and message.startswith(REASONS["not_grounded"].message)
-    assert unsupported.groundedness.detail and unsupported.groundedness.detail in message
+    assert unsupported.gate.detail and unsupported.gate.detail in message
 
     off = _gated((0.95, 0.1, False))
-    assert off.groundedness.failed == "relevance"
+    assert off.gate.failed == "relevance"
     assert headline_for("not_an_answer", off) == "This doesn't answer your question"
-    assert explain("not_an_answer", off) == f"{REASONS['not_an_answer'].message} ({off.groundedness.detail})"
+    assert explain("not_an_answer", off) == f"{REASONS['not_an_answer'].message} ({off.gate.detail})"
 
 
 def test_an_uncertain_relevance_refusal_says_it_may_not_answer() -> None:
     # Between GATE_RELEVANCE_UNCERTAIN (0.40) and GATE_RELEVANCE (0.70).
     unsure = _gated((0.95, 0.55, False))
-    assert unsure.groundedness.failed == "relevance"
+    assert unsure.gate.failed == "relevance"
     assert headline_for("not_an_answer", unsure) == UNCERTAIN.headline == "This may not answer your question"
     message = explain("not_an_answer", unsure)
     assert message and message.startswith(UNCERTAIN.message)

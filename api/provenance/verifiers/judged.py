@@ -138,10 +138,11 @@ class JudgedVerifier:
             answered = await self.judge.relevance(question, claim, by_id[best_candidate.passage_id].heading)
             usages.append(answered.usage)
             relevance = self.judge.calibrated_relevance(answered.p_yes)
+            # The record keeps the judge's own verdict (what the page says it said); the claim, what counts.
+            record = _with_relevance(record, answered, relevance)
             if self.relevance == "veto" and answered.p_yes >= SAYS_YES and rules.relevance is not None:
                 # The judge says Yes: the rules' relevance may stand higher than its timid P(Yes).
                 relevance = max(relevance, rules.relevance)
-            record = _with_relevance(record, answered, relevance)
         else:
             record = _with_detail(record, "relevance not judged: the support fails the gate's floor")
         veto = best_candidate.veto if best_candidate.veto in FINAL_VETOES else None
