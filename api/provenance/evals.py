@@ -314,33 +314,37 @@ def rescore(results: Sequence[CaseResult], rules: GateSettings, threshold: float
         if not r.claim_support or r.status == "blocked":
             out.append(r)
             continue
-        claims = [
-            ClaimResult(
-                text="",
-                support=s,
-                relevance=rel,
-                supporting_passage_ids=[],
-                lexical_overlap=0.0,
-                local_support=s,
-                model_relevance=rel if r.relevance_rule == "best" else None,
-            )
-            for s, rel in zip(r.claim_support, r.claim_relevance, strict=True)
-        ]
-        passed = gate(claims, swept).decision == "pass"
-        answer = (r.answer or r.candidate_answer) if passed else None
-        out.append(
-            msgspec.structs.replace(
-                r,
-                status="answered" if passed else "refused",
-                answer=answer,
-                answer_correct=(
-                    answer_right(r.bucket, answer, r.must_include_any, r.must_not_include)
-                    if r.expect == "answer"
-                    else None
-                ),
-            )
-        )
+        best = r.relevance_rule == "best"
+        claims = [_scored(s, rel, best) for s, rel in zip(r.claim_support, r.claim_relevance, strict=True)]
+        out.append(_regated(r, claims, swept))
     return out
+
+
+def _scored(support: float, relevance: float, best: bool) -> ClaimResult:
+    """A claim as the gate reads it from a stored record: its scores, and a model's relevance under "best"."""
+    return ClaimResult(
+        text="",
+        support=support,
+        relevance=relevance,
+        supporting_passage_ids=[],
+        lexical_overlap=0.0,
+        local_support=support,
+        model_relevance=relevance if best else None,
+    )
+
+
+def _regated(r: CaseResult, claims: list[ClaimResult], rules: GateSettings) -> CaseResult:
+    """The case as the gate decides it on `claims`: answered with its candidate, or refused."""
+    passed = gate(claims, rules).decision == "pass"
+    answer = (r.answer or r.candidate_answer) if passed else None
+    return msgspec.structs.replace(
+        r,
+        status="answered" if passed else "refused",
+        answer=answer,
+        answer_correct=(
+            answer_right(r.bucket, answer, r.must_include_any, r.must_not_include) if r.expect == "answer" else None
+        ),
+    )
 
 
 # How a judge's relevance and the rules' may be combined (re-scored in the report when a judge scored).
@@ -379,31 +383,8 @@ def rescore_relevance(
             else:
                 capped = final < judge - 1e-3
                 relevance = min(combine(judge, own), final) if capped else combine(judge, own)
-            claims.append(
-                ClaimResult(
-                    text="",
-                    support=s,
-                    relevance=relevance,
-                    supporting_passage_ids=[],
-                    lexical_overlap=0.0,
-                    local_support=s,
-                    model_relevance=relevance if relevance_rule == "best" else None,
-                )
-            )
-        passed = gate(claims, rules).decision == "pass"
-        answer = (r.answer or r.candidate_answer) if passed else None
-        out.append(
-            msgspec.structs.replace(
-                r,
-                status="answered" if passed else "refused",
-                answer=answer,
-                answer_correct=(
-                    answer_right(r.bucket, answer, r.must_include_any, r.must_not_include)
-                    if r.expect == "answer"
-                    else None
-                ),
-            )
-        )
+            claims.append(_scored(s, relevance, relevance_rule == "best"))
+        out.append(_regated(r, claims, rules))
     return out
 
 
