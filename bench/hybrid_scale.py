@@ -15,18 +15,16 @@ import argparse
 import asyncio
 import json
 import time
-import uuid
 
 import numpy as np
 
-from bench.common import percentile
+from bench.common import percentile, scratch_store
 from bench.vector_scale import DIM, clustered
 from provenance.chunking import Chunk
-from provenance.db import MAINTENANCE_TIMEOUT_S, create_pool, migrate, resolve_database_url
 from provenance.services import load_embedder
 from provenance.settings import REPO_ROOT, load_settings
 from provenance.stages.retrieve import RRF_K
-from provenance.store import CorpusDescription, CorpusStore
+from provenance.store import CorpusDescription
 from provenance.verifiers.vectors import vocabulary_words
 
 CORPUS = "scale"
@@ -34,10 +32,6 @@ CORPUS = "scale"
 
 async def run(sizes: list[int]) -> None:
     settings = load_settings()
-    schema = f"bench_{uuid.uuid4().hex[:10]}"
-    scoped = settings.with_overrides(db_schema=schema)
-    dsn = resolve_database_url(scoped)
-    pool = await create_pool(dsn, scoped)
     embedder = load_embedder(settings)
     cases = [json.loads(line) for line in (REPO_ROOT / "evals" / "cases.jsonl").read_text().splitlines() if line]
     questions = [c["question"] for c in cases if c.get("bucket") in ("answerable", "unanswerable")][:40]
@@ -48,27 +42,24 @@ async def run(sizes: list[int]) -> None:
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
     k = settings.retrieval.k
     about = CorpusDescription(CORPUS, None, "", "", [])
-    try:
-        await migrate(pool)
-        store = CorpusStore(pool)
+    async with scratch_store(settings) as (store, _):
         for size in sizes:
             chunks, embeddings = [], {}
             found = clustered(size, rng, centres)
-            for k in range(size):
+            for n in range(size):
                 text = " ".join(rng.choice(words, 30)).capitalize() + "."
-                chunk = Chunk(
-                    f"synthetic/{k // 100}.md#p{k}", f"synthetic/{k // 100}.md", f"Synthetic {k}", k, text, 40
-                )
+                source = f"synthetic/{n // 100}.md"
+                chunk = Chunk(f"{source}#p{n}", source, f"Synthetic {n}", n, text, 40)
                 chunks.append(chunk)
-                embeddings[chunk.id] = found[k]
+                embeddings[chunk.id] = found[n]
             await store.replace_corpus(chunks, embeddings, settings.embedding.model, f"v{size}", f"fp{size}", [], about)
             await store.ensure_hnsw_index()
-            async with pool.acquire() as conn:
+            async with store.pool.acquire() as conn:
                 await conn.execute("ANALYZE passages")
                 common = await conn.fetch("SELECT lexeme, passages FROM common_lexemes WHERE corpus = $1", CORPUS)
             for variant in ("common lexemes left out", "every lexeme (before)"):
                 if variant.startswith("every"):
-                    async with pool.acquire() as conn:
+                    async with store.pool.acquire() as conn:
                         await conn.execute("DELETE FROM common_lexemes WHERE corpus = $1", CORPUS)
                 ms = []
                 for question, vector in zip(questions, vectors, strict=True):
@@ -82,12 +73,6 @@ async def run(sizes: list[int]) -> None:
                     f" ({len(common)} common lexemes)",
                     flush=True,
                 )
-    finally:
-        await pool.close()
-        admin = await create_pool(dsn, settings)
-        async with admin.acquire() as conn:
-            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE', timeout=MAINTENANCE_TIMEOUT_S)
-        await admin.close()
 
 
 def main() -> None:
