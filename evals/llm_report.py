@@ -230,6 +230,27 @@ def chart_svg(suites: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def beside(rules: Sequence[dict[str, Any]], judged: Sequence[dict[str, Any]]) -> list[str]:
+    """The judged run (`make llm-evals LLM_EVALS_ARGS=--judge`) beside the rules' run: on every case each run
+    holds, and on the cases both hold, since a part-run of one is compared on its own cases only."""
+    both = {r["id"] for r in rules} & {r["id"] for r in judged}
+    columns = [
+        ("the rules", rules),
+        ("the 1.5B judging", judged),
+        (f"the rules, the {len(both)} cases both ran", [r for r in rules if r["id"] in both]),
+        (f"the 1.5B judging, the {len(both)} cases both ran", [r for r in judged if r["id"] in both]),
+    ]
+    shown = [(label, figures(records)) for label, records in columns if records]
+    lines = [
+        "Support and relevance judged by the rules, and by the same model in separate calls (`JUDGE=openai`,",
+        "`--judge`), the writer's answers otherwise the same kind of run:",
+        "",
+    ]
+    keys = list(shown[0][1])
+    rows = [[key, *(values[key] for _, values in shown)] for key in keys]
+    return lines + table(("figure", *(label for label, _ in shown)), "l" * (len(shown) + 1), rows)
+
+
 def render(folder: Path) -> str:
     out = [
         "# The gate on a real model's mistakes",
@@ -249,10 +270,16 @@ def render(folder: Path) -> str:
     ]
     for name, title in SUITES:
         records = load(folder / f"{name}.jsonl")
+        judged = load(folder / f"{name}-judge.jsonl")
         out.append(f"## {title}")
         out.append("")
-        if not records:
+        if not records and not judged:
             out += ["Not run yet.", ""]
+            continue
+        if judged:
+            out += beside(records, judged)
+            out.append("")
+        if not records:
             continue
         out += table(("figure", "value"), "ll", figures(records).items())
         wrong = examples(records)
@@ -269,7 +296,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "evals" / "results-llm.md")
     args = parser.parse_args(argv)
     args.out.write_text(render(args.dir), encoding="utf-8")
-    suites = [(name, load(args.dir / f"{name}.jsonl")) for name, _ in SUITES]
+    suites = [
+        (label, load(args.dir / f"{name}{suffix}.jsonl"))
+        for name, _ in SUITES
+        for suffix, label in (("", name), ("-judge", f"{name}, judged"))
+    ]
     chart = args.out.with_suffix(".svg")
     chart.write_text(chart_svg([(name, records) for name, records in suites if records]), encoding="utf-8")
     print(f"report: {args.out}, chart: {chart}")

@@ -117,3 +117,29 @@ def test_the_chart_shows_what_the_gate_did_with_each_kind_of_answer() -> None:
     assert gate_outcomes(records) == ((2, 1), (1, 1))
     svg = chart_svg([("ours", records)])
     assert svg.startswith("<svg") and "refused (caught) 2/3" in svg and "passed 1/2" in svg
+
+
+def test_a_judged_run_is_set_beside_the_rules_on_the_cases_both_ran(tmp_path: Path) -> None:
+    from evals.llm_report import render
+
+    def one(case_id: str, status: str) -> dict[str, object]:
+        return record("answer", status, "$85 a month", right=True) | {"id": case_id}
+
+    rules = [one("a", "refused"), one("b", "answered")]
+    judged = [one("a", "answered")]  # a part-run: only case a so far
+    for name, records in (("ours.jsonl", rules), ("ours-judge.jsonl", judged)):
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    report = render(tmp_path)
+    head = next(line for line in report.splitlines() if line.startswith("| figure | the rules"))
+    assert "the rules, the 1 cases both ran" in head and "the 1.5B judging, the 1 cases both ran" in head
+    passed = next(line for line in report.splitlines() if line.startswith("| **right answers passed**"))
+    # all rules, all judged, rules on a, judged on a
+    assert [c.strip().split(" ")[0] for c in passed.split("|")[2:6]] == ["1/2", "1/1", "0/1", "1/1"]
+
+
+def test_the_judged_run_points_the_judge_at_the_same_server_and_keeps_its_own_records() -> None:
+    from evals.llm_evals import SUITES, judge_env, records_name
+
+    env = judge_env("http://127.0.0.1:9/v1")
+    assert env["JUDGE"] == "openai" and env["JUDGE_BASE_URL"] == "http://127.0.0.1:9/v1" and env["JUDGE_MODEL"]
+    assert records_name(SUITES["ours"], judged=True) == "ours-judge" and records_name(SUITES["ours"], False) == "ours"
