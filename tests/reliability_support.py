@@ -3,16 +3,21 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 
 from provenance.db import create_pool, migrate
 from provenance.embedder import Embedder
+from provenance.guards.apikeys import create_key
 from provenance.ingest import ingest
 from provenance.settings import Settings
 from provenance.store import Store
-from tests.conftest import make_settings
+from tests.conftest import LiveServer, make_settings
+from tests.fake_anthropic import FakeAnthropic
 
 SOURCE_SCHEMA = "t_corpus"  # the `corpus_services` fixture's schema: corpus/ ingested once per session
 _PASSAGE_COLUMNS = "id, source, heading, position, text, token_count, embedding, embedding_model, content_hash"
@@ -72,3 +77,25 @@ async def drop_schema(pg_dsn: str, schema: str) -> None:
         await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     finally:
         await conn.close()
+
+
+@contextlib.asynccontextmanager
+async def one_slot_server(
+    pg_dsn: str, data_dir: Path, fake: FakeAnthropic, *, key_name: str, timeout_s: float, **limits: Any
+) -> AsyncIterator[tuple[LiveServer, str, Settings]]:
+    """A live server of the anthropic profile against the fake Messages API, with one pipeline slot and no
+    queue (a model call that hangs holds the slot, so the next uncached question is overloaded), no retries,
+    an API key named `key_name`, and the rate limits given; its schema dropped afterwards."""
+    settings = await corpus_copy(pg_dsn, data_dir, ask_concurrency=1, ask_queue_max=0, **limits)
+    settings = fake.settings(settings, anthropic_timeout_s=timeout_s, anthropic_max_retries=0)
+    pool = await create_pool(pg_dsn, settings)
+    try:
+        key = await create_key(Store(pool), key_name)
+    finally:
+        await pool.close()
+    assert key is not None
+    try:
+        with LiveServer(settings) as server:
+            yield server, key, settings
+    finally:
+        await drop_schema(pg_dsn, settings.database.schema)

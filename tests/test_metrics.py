@@ -26,7 +26,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench.server import Server
 from provenance.app import create_app
 from provenance.db import create_pool
-from provenance.guards.apikeys import create_key
 from provenance.guards.spend import utc_day
 from provenance.http.metrics import may_read
 from provenance.pipeline import Pipeline
@@ -37,7 +36,7 @@ from provenance.settings import REPO_ROOT, Settings, load_settings
 from provenance.store import Store
 from tests.conftest import LiveServer
 from tests.fake_anthropic import FakeAnthropic
-from tests.reliability_support import corpus_copy, drop_schema
+from tests.reliability_support import corpus_copy, drop_schema, one_slot_server
 
 TOKEN = "metrics-token-0123456789"
 OPS = REPO_ROOT / "ops"
@@ -206,17 +205,10 @@ class Mixed:
 async def mixed(pg_dsn: str, data_dir: Path, corpus_services: Services, fake: FakeAnthropic) -> AsyncIterator[Mixed]:
     """The anthropic profile against the fake Messages API, with one pipeline slot and no queue (a model call
     that hangs holds it, so the next uncached question is overloaded), and one question an hour per API key."""
-    settings = await corpus_copy(pg_dsn, data_dir, rate_limit_per_hour_api_key=1, ask_concurrency=1, ask_queue_max=0)
-    settings = fake.settings(settings, anthropic_timeout_s=3.0, anthropic_max_retries=0)
-    pool = await create_pool(pg_dsn, settings)
-    try:
-        key = await create_key(Store(pool), "metrics-test")
-    finally:
-        await pool.close()
-    assert key is not None
-    with LiveServer(settings) as server:
+    async with one_slot_server(
+        pg_dsn, data_dir, fake, key_name="metrics-test", timeout_s=3.0, rate_limit_per_hour_api_key=1
+    ) as (server, key, settings):
         yield Mixed(server, fake, key, settings)
-    await drop_schema(pg_dsn, settings.database.schema)
 
 
 async def _scrape(client: httpx.AsyncClient) -> Samples:

@@ -19,13 +19,12 @@ import pytest_asyncio
 
 from provenance.db import create_pool, migrate
 from provenance.errors import Overloaded
-from provenance.guards.apikeys import create_key
 from provenance.services import Services
 from provenance.settings import REPO_ROOT
 from provenance.store import Store
 from tests.conftest import LiveServer, make_settings
 from tests.fake_anthropic import FakeAnthropic
-from tests.reliability_support import corpus_copy, drop_schema
+from tests.reliability_support import corpus_copy, drop_schema, one_slot_server
 
 BURST, AT_ONCE = 256, 64
 BURST_LIMIT = 16  # the hourly limit during the burst: reached part-way through it
@@ -153,24 +152,16 @@ async def one_slot(
 ) -> AsyncIterator[OneSlot]:
     """The anthropic profile against the fake Messages API, with one pipeline slot and no queue, so a model
     call that hangs holds the only slot; a small hourly limit per address and a smaller one per API key."""
-    settings = await corpus_copy(
+    async with one_slot_server(
         pg_dsn,
         data_dir,
+        fake,
+        key_name="overload-test",
+        timeout_s=5.0,
         rate_limit_per_hour=5,
         rate_limit_per_hour_api_key=1,
-        ask_concurrency=1,
-        ask_queue_max=0,
-    )
-    settings = fake.settings(settings, anthropic_timeout_s=5.0, anthropic_max_retries=0)
-    pool = await create_pool(pg_dsn, settings)
-    try:
-        key = await create_key(Store(pool), "overload-test")
-    finally:
-        await pool.close()
-    assert key is not None
-    with LiveServer(settings) as server:
+    ) as (server, key, settings):
         yield OneSlot(server, fake, key, settings)
-    await drop_schema(pg_dsn, settings.database.schema)
 
 
 async def test_with_the_only_slot_taken_cached_and_cheap_answers_still_come_and_failures_cost_no_quota(

@@ -87,7 +87,10 @@ MODEL_CALLS = Counter(
     ["call"],
 )
 MODEL_ERRORS = Counter(
-    "provenance_model_errors", "Model errors that ended a request as model_error, by call and kind", ["call", "kind"]
+    "provenance_model_errors",
+    "Model errors that ended a request blocked: model_error for the writer's calls, judge_error for call=judge; "
+    "by call and kind",
+    ["call", "kind"],
 )
 FEEDBACK = Counter(
     "provenance_feedback",
