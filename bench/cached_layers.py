@@ -210,7 +210,7 @@ async def measure_feedback(n: int, rounds: int) -> dict[str, Any]:
 
     async def timed(rows: Any) -> int:
         started = time.perf_counter()
-        kept = await keep(rows)
+        kept: int = await keep(rows)
         written.append((len(rows), time.perf_counter() - started))
         return kept
 

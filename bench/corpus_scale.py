@@ -211,7 +211,8 @@ def ask_body(question: str, corpus: str | None) -> dict[str, str]:
 
 def uncached(url: str, questions: list[str], corpus: str | None) -> dict[str, Any]:
     """Distinct questions at c=1, each asked for the first time (so none is cached)."""
-    latencies, statuses = [], {}
+    latencies: list[float] = []
+    statuses: dict[str, int] = {}
     with httpx.Client(base_url=url, timeout=120) as client:
         for q in questions:
             started = time.perf_counter()

@@ -30,6 +30,8 @@ from provenance.settings import REPO_ROOT, load_settings
 from provenance.stages.retrieve import retrieve
 from provenance.store import CorpusStore
 
+CHUNK_BLOCKS = "chunk_blocks"
+
 HANDBOOK = REPO_ROOT.parent / "shared" / "corpora" / "18f-handbook" / "pages"
 
 
@@ -59,11 +61,12 @@ async def recall(corpus: Path, cases_path: Path, k: int, variant: str) -> tuple[
     eval_settings = settings.with_overrides(db_schema=schema)
     dsn = resolve_database_url(eval_settings)
     pool = await create_pool(dsn, eval_settings)
-    chunk_blocks, sections = ingest_module.chunk_blocks, chunking._sections
+    # ingest imported chunk_blocks by name, so the variant replaces ingest's own reference to it.
+    chunk_blocks, sections = getattr(ingest_module, CHUNK_BLOCKS), chunking._sections
     if variant == "two-level":
-        ingest_module.chunk_blocks = lambda *a, **kw: two_level(chunk_blocks(*a, **kw))  # type: ignore[assignment]
+        setattr(ingest_module, CHUNK_BLOCKS, lambda *a, **kw: two_level(chunk_blocks(*a, **kw)))
     elif variant == "merged":
-        chunking._sections = lambda *a, **kw: merged(sections(*a, **kw))  # type: ignore[assignment]
+        chunking._sections = lambda *a, **kw: merged(sections(*a, **kw))
     try:
         await migrate(pool)
         store = CorpusStore(pool)
@@ -78,7 +81,8 @@ async def recall(corpus: Path, cases_path: Path, k: int, variant: str) -> tuple[
                 missed.append(case.id)
         return len(cases) - len(missed), len(cases), missed, report.passages
     finally:
-        ingest_module.chunk_blocks, chunking._sections = chunk_blocks, sections
+        setattr(ingest_module, CHUNK_BLOCKS, chunk_blocks)
+        chunking._sections = sections
         await pool.close()
         conn_pool = await create_pool(dsn, settings)
         async with conn_pool.acquire() as conn:

@@ -158,7 +158,7 @@ async def anthropic_phase(report: Report, embedder: Embedder, questions: Sequenc
     from provenance.pipeline import Pipeline
     from provenance.profiles.anthropic import build_anthropic_profile
     from provenance.profiles.outputs import ANSWER_TOOL
-    from tests.fake_anthropic import _PASSAGE, FakeAnthropic, RecordedRequest, Reply, default_responder
+    from tests.fake_anthropic import PASSAGE_TAG, FakeAnthropic, RecordedRequest, Reply, default_responder
 
     log(f"anthropic profile against the fake Messages API ({MODEL_LATENCY_S * 1000:.0f} ms per call)")
     arrivals: list[float] = []
@@ -166,7 +166,7 @@ async def anthropic_phase(report: Report, embedder: Embedder, questions: Sequenc
     def responder(request: RecordedRequest) -> Reply:
         arrivals.append(time.monotonic())
         if request.tool_name == ANSWER_TOOL:
-            passages = _PASSAGE.findall(request.user_text)
+            passages = PASSAGE_TAG.findall(request.user_text)
             question = request.user_text.rsplit("<question>", 1)[-1]
             answer, pid = _quote_best(question, passages)
             return Reply(tool_input={"answer": answer, "used_passage_ids": [pid] if pid else []})

@@ -62,7 +62,7 @@ def _unmarked(segments: list[str]) -> list[str]:
     return [_MARKER.sub("", s) for s in segments]
 
 
-def score(split: Callable[[str], list[str]], cases: list[list], markers: bool = True) -> tuple[int, list[str]]:
+def score(split: Callable[[str], list[str]], cases: list[list[str]], markers: bool = True) -> tuple[int, list[str]]:
     """With `markers` False a list marker at a segment's start is not compared: ingest leaves the marker
     out of the sentence it starts ("1) The first item" is stored as "The first item")."""
     same = (lambda a, b: a == b) if markers else (lambda a, b: _unmarked(a) == _unmarked(b))

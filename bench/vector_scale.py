@@ -26,7 +26,8 @@ DIM = 384
 def clustered(n: int, rng: np.random.Generator, centres: np.ndarray) -> np.ndarray:
     picks = centres[rng.integers(0, len(centres), n)]
     vectors = picks + 0.6 * rng.standard_normal((n, DIM)).astype(np.float32) / np.sqrt(DIM)
-    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    normed: np.ndarray = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    return normed
 
 
 async def load(store: CorpusStore, vectors: np.ndarray) -> None:

@@ -119,11 +119,11 @@ def main() -> int:
         "AUC 0.5 is chance; n/a means the feature took one value on every case.",
         "",
     ]
-    rows = []
+    table_rows: list[list[object]] = []
     for i, name in enumerate((*SUPPORT_FEATURES, *RELEVANCE_FEATURES)):
         model = "support" if i < len(SUPPORT_FEATURES) else "relevance"
-        rows.append([name, model, auc(X[:, i]), f"{X[y == 1, i].mean():.3f}", f"{X[y == 0, i].mean():.3f}"])
-    lines += table(("feature", "model", "AUC", "mean, answerable", "mean, unanswerable"), "llrrr", rows)
+        table_rows.append([name, model, auc(X[:, i]), f"{X[y == 1, i].mean():.3f}", f"{X[y == 0, i].mean():.3f}"])
+    lines += table(("feature", "model", "AUC", "mean, answerable", "mean, unanswerable"), "llrrr", table_rows)
     p = np.asarray(probabilities)
     n_answerable = sum(1 for r in results if r.expect == "answer")
     n_refuse = len(results) - n_answerable
