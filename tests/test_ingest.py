@@ -132,9 +132,7 @@ async def test_what_ingest_stores_does_not_depend_on_its_batches(
     # of other passages, stores the same passages, sentences and vectors.
     await ingest(fresh_store, REPO_ROOT / "corpus", lambda: embedder, embedder.model_name, corpus="batched")
     monkeypatch.setattr(ingest_module, "EMBED_WINDOW", 7)
-    await ingest(
-        fresh_store, REPO_ROOT / "corpus", lambda: embedder, embedder.model_name, corpus="alone", batch_size=1
-    )
+    await ingest(fresh_store, REPO_ROOT / "corpus", lambda: embedder, embedder.model_name, corpus="alone", batch_size=1)
     batched, alone = await _stored_vectors(fresh_store, "batched"), await _stored_vectors(fresh_store, "alone")
     for rows_a, rows_b in zip(batched, alone, strict=True):
         assert len(rows_a) == len(rows_b) > 40
