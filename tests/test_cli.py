@@ -200,11 +200,11 @@ def test_http_client_requests_are_logged_only_when_debugging(live_server: LiveSe
     assert "HTTP Request: GET" in loud.stderr
 
 
-def test_ingest_limits_the_allocator_arenas_on_glibc() -> None:
+def test_ingest_bounds_the_allocator_on_glibc() -> None:
     import platform
 
-    from provenance.cli import limit_allocator_arenas
+    from provenance.cli import bound_allocator
 
     # mallopt answers 1 when glibc took the setting; elsewhere the call is skipped, never an error.
     expected = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
-    assert limit_allocator_arenas() is expected
+    assert bound_allocator() is expected

@@ -1,6 +1,11 @@
 import shutil
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+import pytest
+
+from provenance import ingest as ingest_module
 from provenance.embedder import Embedder
 from provenance.ingest import ingest
 from provenance.settings import REPO_ROOT
@@ -104,3 +109,33 @@ async def test_a_running_pipeline_notices_a_new_ingest(fresh_store: Store, embed
     outcome = await pipeline.ask("How much does a standard locker cost per month?", request_id="t", use_cache=False)
     assert pipeline.corpora.version == second.version == outcome.response.corpus_version
     assert outcome.response.answer is not None and "$16" in outcome.response.answer
+
+
+async def _stored_vectors(store: Store, corpus: str) -> tuple[list[Any], list[Any]]:
+    async with store.pool.acquire() as conn:
+        passages = await conn.fetch(
+            "SELECT id, heading, text, content_hash, embedding FROM passages WHERE corpus = $1 ORDER BY id", corpus
+        )
+        sentences = await conn.fetch(
+            "SELECT passage_id, ordinal, start_char, end_char, embedding FROM passage_sentences"
+            " WHERE corpus = $1 ORDER BY passage_id, ordinal",
+            corpus,
+        )
+    return passages, sentences
+
+
+async def test_what_ingest_stores_does_not_depend_on_its_batches(
+    fresh_store: Store, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A batch pads its texts to the longest and the allocator settles how its memory is held: neither may
+    # change a vector. The same folder, once in ingest's own batches and once a text at a time in windows
+    # of other passages, stores the same passages, sentences and vectors.
+    await ingest(fresh_store, REPO_ROOT / "corpus", lambda: embedder, embedder.model_name, corpus="batched")
+    monkeypatch.setattr(ingest_module, "EMBED_WINDOW", 7)
+    await ingest(fresh_store, REPO_ROOT / "corpus", lambda: embedder, embedder.model_name, corpus="alone", batch_size=1)
+    batched, alone = await _stored_vectors(fresh_store, "batched"), await _stored_vectors(fresh_store, "alone")
+    for rows_a, rows_b in zip(batched, alone, strict=True):
+        assert len(rows_a) == len(rows_b) > 40
+        for a, b in zip(rows_a, rows_b, strict=True):
+            assert [v for k, v in a.items() if k != "embedding"] == [v for k, v in b.items() if k != "embedding"]
+            assert np.allclose(a["embedding"].to_numpy(), b["embedding"].to_numpy(), atol=1e-5)
