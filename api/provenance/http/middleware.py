@@ -59,64 +59,83 @@ def request_middleware(read_timeout_s: float) -> Any:
             if scope["type"] != ScopeType.HTTP:
                 await app(scope, receive, send)
                 return
-            request_id = _request_id(scope["headers"])
-            scope.setdefault("state", {})["request_id"] = request_id
+            exchange = _Exchange(scope, receive, send, read_timeout_s)
             structlog.contextvars.clear_contextvars()
-            structlog.contextvars.bind_contextvars(request_id=request_id)
-            started = time.perf_counter()
-            status = 0
-            # asyncio.timeout_at, not wait_for: no task per receive, one timer handle.
-            deadline = asyncio.get_running_loop().time() + read_timeout_s
-            body_done = False
-
-            async def bounded_receive() -> ReceiveMessage:
-                nonlocal body_done
-                if body_done:
-                    return await receive()
-                try:
-                    async with asyncio.timeout_at(deadline):
-                        message = await receive()
-                except TimeoutError:
-                    log.warning("request body too slow", path=scope.get("path"), timeout_s=read_timeout_s)
-                    # Connection: close makes the server drop the socket once the 408 is sent.
-                    raise HTTPException(
-                        status_code=408,
-                        detail=f"the request body did not arrive within {read_timeout_s:g}s",
-                        headers={"Connection": "close"},
-                    ) from None
-                if message["type"] != "http.request" or not message.get("more_body", False):
-                    body_done = True
-                return message
-
-            async def send_with_id(message: Message) -> None:
-                nonlocal status
-                if message["type"] == "http.response.start":
-                    status = message["status"]
-                    # Server-Timing (W3C): the time this server held the request before it answered, which a
-                    # browser's network panel shows and a client can tell apart from its own queueing.
-                    held_ms = (time.perf_counter() - started) * 1000
-                    message["headers"] = [
-                        *message.get("headers", []),
-                        (b"x-request-id", request_id.encode()),
-                        (b"server-timing", f"app;dur={held_ms:.1f}".encode()),
-                    ]
-                await send(message)
-
+            structlog.contextvars.bind_contextvars(request_id=exchange.request_id)
             try:
-                await app(scope, bounded_receive, send_with_id)
+                await app(scope, exchange.receive, exchange.send)
             finally:
                 log.info(
                     "request",
                     method=scope.get("method"),
                     path=scope.get("path"),
-                    status=status,
-                    ms=round((time.perf_counter() - started) * 1000, 2),
+                    status=exchange.status,
+                    ms=round((time.perf_counter() - exchange.started) * 1000, 2),
                 )
                 structlog.contextvars.clear_contextvars()
 
         return handle
 
     return middleware
+
+
+class _Exchange:
+    """One HTTP request's side of the middleware: its id, its clock, the body deadline on `receive` and the
+    headers added on `send`."""
+
+    __slots__ = (
+        "_receive",
+        "_send",
+        "body_done",
+        "deadline",
+        "read_timeout_s",
+        "request_id",
+        "scope",
+        "started",
+        "status",
+    )
+
+    def __init__(self, scope: Scope, receive: Receive, send: Send, read_timeout_s: float) -> None:
+        self.scope, self._receive, self._send = scope, receive, send
+        self.request_id = _request_id(scope["headers"])
+        scope.setdefault("state", {})["request_id"] = self.request_id
+        self.started = time.perf_counter()
+        self.status = 0
+        self.read_timeout_s = read_timeout_s
+        # asyncio.timeout_at, not wait_for: no task per receive, one timer handle.
+        self.deadline = asyncio.get_running_loop().time() + read_timeout_s
+        self.body_done = False
+
+    async def receive(self) -> ReceiveMessage:
+        if self.body_done:
+            return await self._receive()
+        try:
+            async with asyncio.timeout_at(self.deadline):
+                message = await self._receive()
+        except TimeoutError:
+            log.warning("request body too slow", path=self.scope.get("path"), timeout_s=self.read_timeout_s)
+            # Connection: close makes the server drop the socket once the 408 is sent.
+            raise HTTPException(
+                status_code=408,
+                detail=f"the request body did not arrive within {self.read_timeout_s:g}s",
+                headers={"Connection": "close"},
+            ) from None
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            self.body_done = True
+        return message
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            # Server-Timing (W3C): the time this server held the request before it answered, which a
+            # browser's network panel shows and a client can tell apart from its own queueing.
+            held_ms = (time.perf_counter() - self.started) * 1000
+            message["headers"] = [
+                *message.get("headers", []),
+                (b"x-request-id", self.request_id.encode()),
+                (b"server-timing", f"app;dur={held_ms:.1f}".encode()),
+            ]
+        await self._send(message)
 
 
 async def security_headers(message: Message, scope: Scope) -> None:
