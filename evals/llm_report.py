@@ -233,13 +233,14 @@ def chart_svg(suites: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> str:
 def beside(rules: Sequence[dict[str, Any]], judged: Sequence[dict[str, Any]]) -> list[str]:
     """The judged run (`make llm-evals LLM_EVALS_ARGS=--judge`) beside the rules' run: on every case each run
     holds, and on the cases both hold, since a part-run of one is compared on its own cases only."""
-    both = {r["id"] for r in rules} & {r["id"] for r in judged}
-    columns = [
-        ("the rules", rules),
-        ("the 1.5B judging", judged),
-        (f"the rules, the {len(both)} cases both ran", [r for r in rules if r["id"] in both]),
-        (f"the 1.5B judging, the {len(both)} cases both ran", [r for r in judged if r["id"] in both]),
-    ]
+    rule_ids, judged_ids = {r["id"] for r in rules}, {r["id"] for r in judged}
+    both = rule_ids & judged_ids
+    columns = [("the rules", rules), ("the 1.5B judging", judged)]
+    if not rule_ids == judged_ids == both:  # a part-run: compared on its own cases too
+        columns += [
+            (f"the rules, the {len(both)} cases both ran", [r for r in rules if r["id"] in both]),
+            (f"the 1.5B judging, the {len(both)} cases both ran", [r for r in judged if r["id"] in both]),
+        ]
     shown = [(label, figures(records)) for label, records in columns if records]
     lines = [
         "Support and relevance judged by the rules, and by the same model in separate calls (`JUDGE=openai`,",
