@@ -102,6 +102,8 @@ class Reply(msgspec.Struct, kw_only=True):
     delta_chars: int = 12
     delta_delay_s: float = 0.0
     stall_after: int | None = None
+    # After the content, whitespace deltas `delta_delay_s` apart for ever: a model that never stops.
+    endless: bool = False
 
 
 Responder = Callable[[RecordedRequest], Reply]
@@ -289,6 +291,13 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 self.end_headers()
                 deltas = 0
                 for event in _stream_events(message, reply.delta_chars):
+                    if reply.endless and event["type"] == "content_block_stop":
+                        filler = {"type": "input_json_delta", "partial_json": " "}
+                        while not fake._wait(reply.delta_delay_s):
+                            more = {"type": "content_block_delta", "index": event["index"], "delta": filler}
+                            self.wfile.write(f"event: content_block_delta\ndata: {json.dumps(more)}\n\n".encode())
+                            self.wfile.flush()
+                        return
                     if event["type"] == "content_block_delta":
                         if reply.stall_after is not None and deltas >= reply.stall_after:
                             fake._wait(3600)

@@ -43,6 +43,8 @@ class ScriptedServer:
         self.body = b""
         self.content_type = "application/json"
         self.hang = False
+        # Statuses the next requests get first, one each (with a tiny retry-after, so SDK retries are quick).
+        self.failures: list[int] = []
         self.plan = StreamPlan()
         # The completion `completion` set, for a request that asks for it streamed.
         self._reply: dict[str, Any] | None = None
@@ -134,6 +136,14 @@ class ScriptedServer:
             self.requests.append(request)
             if self.hang:
                 await asyncio.sleep(3600)
+            if self.failures:
+                failed = b'{"error": {"message": "injected failure"}}'
+                writer.write(
+                    b"HTTP/1.1 %d X\r\ncontent-type: application/json\r\nretry-after-ms: 1\r\n"
+                    b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (self.failures.pop(0), len(failed), failed)
+                )
+                await writer.drain()
+                return
             if request.get("stream") and self.reply is None and self.status == 200 and self._streams():
                 await self._stream(writer)
                 return

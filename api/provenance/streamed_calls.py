@@ -30,6 +30,7 @@ from typing import Literal, TypeVar
 import msgspec
 
 from provenance.errors import ModelError
+from provenance.ports import Usage
 
 T = TypeVar("T")
 
@@ -76,7 +77,8 @@ class Pace:
     def observe(self, prompt_tokens: int, seconds: float) -> None:
         if prompt_tokens <= 0 or seconds <= 0:
             return
-        speed = prompt_tokens / seconds
+        # Faster than configured counts as configured: one cached prompt must not outweigh the slow ones.
+        speed = min(self.configured, prompt_tokens / seconds)
         self.measured = speed if self.measured is None else (1 - PACE_WEIGHT) * self.measured + PACE_WEIGHT * speed
 
 
@@ -110,7 +112,10 @@ class Watch:
     """One streamed call under its bounds: `opened` awaits the response's start, `chunks` its stream; both
     raise the bound that was hit as a ModelError, and count the tokens written for the progress reports."""
 
-    def __init__(self, bounds: Bounds, pace: Pace, *, prompt_tokens: int, what: str, call: str, server: str) -> None:
+    def __init__(
+        self, bounds: Bounds, pace: Pace, *, model: str, prompt_tokens: int, what: str, call: str, server: str
+    ) -> None:
+        self.model = model
         self.bounds = bounds
         self.pace = pace
         self.prompt_tokens = prompt_tokens
@@ -149,17 +154,23 @@ class Watch:
         """The ModelError for `bound`, its message naming it and what the call had done by then."""
         if bound == "first_token":
             why = (
-                f"no first token within {self._first_within:.0f} s (the first-token floor of "
+                f"no first token within {self._first_within:.1f} s (the first-token floor of "
                 f"{self.bounds.first_token_s:g} s, plus about {self.prompt_tokens} prompt tokens at "
                 f"{self.pace.tokens_per_s:.0f} tokens/s)"
             )
         elif bound == "gap":
             why = f"no token for {self.bounds.gap_s:g} s, after {self.tokens} tokens (the token-gap bound)"
-        else:
+        elif self.tokens:
             why = f"still writing after {self.bounds.ceiling_s:g} s, at {self.tokens} tokens (the ceiling)"
-        return ModelError(
-            f"{self.what}: the {self.server} did not answer in time: {why}", call=self.call, kind="timeout"
-        )
+        else:
+            why = f"no token within {self.bounds.ceiling_s:g} s, the most one call may take (the ceiling)"
+        message = f"{self.what}: the {self.server} did not answer in time: {why}"
+        # A call cut off after it wrote has been paid for what it read and wrote (by estimate: the server
+        # counts only at the end); one cut off before its first token, like any failed call, for nothing.
+        usage = None
+        if self.tokens:
+            usage = Usage(model=self.model, input_tokens=self.prompt_tokens, output_tokens=self.tokens)
+        return ModelError(message, usage, call=self.call, kind="timeout")
 
     async def opened(self, start: Awaitable[T]) -> T:
         """The response's start (an SDK's stream object), under the first-token bound."""

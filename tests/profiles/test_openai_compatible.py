@@ -32,15 +32,14 @@ from provenance.profiles.outputs import ANSWER, CHECKED_CLAIMS
 from provenance.services import Services
 from provenance.settings import Settings, load_settings
 from provenance.wire import AskResponse, SpendStage
-from tests.scripted_server import ScriptedServer
+from tests.scripted_server import ScriptedServer, StreamPlan
 
 MODEL = "smollm2-135m-instruct"
 
 
 def openai_settings(base: Settings, base_url: str, **overrides: object) -> Settings:
-    return base.with_overrides(
-        profile="openai", openai_base_url=base_url, openai_model=MODEL, openai_max_retries=0, **overrides
-    )
+    defaults: dict[str, object] = {"profile": "openai", "openai_base_url": base_url, "openai_model": MODEL}
+    return base.with_overrides(**(defaults | {"openai_max_retries": 0} | overrides))
 
 
 # --- settings and pricing ------------------------------------------------------------------------------
@@ -278,9 +277,24 @@ async def test_a_server_that_hangs_times_out(
 ) -> None:
     scripted[0].hang = True
     r, guards = await _ask_failing(scripted, corpus_services, embedder, openai_timeout_s=0.5)
-    assert "generation: the model server did not answer in time" in (r.message or "")
+    assert "generation: the model server did not answer in time: no token within 0.5 s" in (r.message or "")
     assert r.total_ms < 5000
     assert guards.settled == []  # nothing was billed: the hold is refunded whole
+
+
+async def test_a_server_that_stalls_mid_answer_is_a_model_error_naming_the_gap(
+    scripted: tuple[ScriptedServer, str], corpus_services: Services, embedder: Embedder
+) -> None:
+    scripted[0].completion('{"answer": "A standard locker costs $14 per month.", "used_passage_ids": []}')
+    scripted[0].plan = StreamPlan(stall_after=3)
+    r, guards = await _ask_failing(scripted, corpus_services, embedder, openai_token_gap_s=0.3, openai_max_retries=1)
+    assert "generation: the model server did not answer in time: no token for 0.3 s, after 3 tokens" in (
+        r.message or ""
+    )
+    # Not started again from zero, and what it wrote is settled (an estimate: the server counts at the end).
+    assert len(scripted[0].requests) == 1
+    [usage] = guards.settled
+    assert usage.output_tokens == 3 and usage.input_tokens > 100
 
 
 @pytest.mark.parametrize("status", [400, 404, 500, 503])

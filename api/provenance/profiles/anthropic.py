@@ -91,7 +91,7 @@ async def call_tool(
     # One call as the pipeline sees it; the SDK's own retries within it are not counted apart.
     metrics.model_call(call)
     prompt_tokens = estimated_tokens(system + user, CHARS_PER_TOKEN_ESTIMATE)
-    watch = Watch(bounds, pace, prompt_tokens=prompt_tokens, what=what, call=call, server=SERVER)
+    watch = Watch(bounds, pace, model=model, prompt_tokens=prompt_tokens, what=what, call=call, server=SERVER)
     with sdk_failures(SDK_ERRORS, what=what, call=call, server=SERVER):
         manager = client.messages.stream(
             model=model,

@@ -144,6 +144,7 @@ async def call_structured(
     watch = Watch(
         bounds,
         pace,
+        model=model,
         prompt_tokens=estimated_tokens(prompt, CHARS_PER_TOKEN_ESTIMATE),
         what=what,
         call=call,
