@@ -126,6 +126,8 @@ class FakeAnthropic:
         self.require_key = require_key
         self.requests: list[RecordedRequest] = []
         self.latency_s = 0.0
+        # Every streamed reply's deltas at least this far apart: a model that writes slowly.
+        self.stream_delay_s = 0.0
         self.responder: Responder = default_responder
         self._failures: deque[Reply] = deque()
         self._by_tool: dict[str | None, deque[Reply]] = {}
@@ -196,6 +198,7 @@ class FakeAnthropic:
             self._failures.clear()
             self._by_tool.clear()
         self.latency_s = 0.0
+        self.stream_delay_s = 0.0
         self.responder = default_responder
 
     def requests_for(self, tool: str) -> list[RecordedRequest]:
@@ -293,7 +296,7 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 for event in _stream_events(message, reply.delta_chars):
                     if reply.endless and event["type"] == "content_block_stop":
                         filler = {"type": "input_json_delta", "partial_json": " "}
-                        while not fake._wait(reply.delta_delay_s):
+                        while not fake._wait(max(reply.delta_delay_s, fake.stream_delay_s)):
                             more = {"type": "content_block_delta", "index": event["index"], "delta": filler}
                             self.wfile.write(f"event: content_block_delta\ndata: {json.dumps(more)}\n\n".encode())
                             self.wfile.flush()
@@ -302,7 +305,7 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                         if reply.stall_after is not None and deltas >= reply.stall_after:
                             fake._wait(3600)
                             return
-                        if fake._wait(reply.delta_delay_s):
+                        if fake._wait(max(reply.delta_delay_s, fake.stream_delay_s)):
                             return
                         deltas += 1
                     self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())

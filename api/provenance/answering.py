@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import msgspec
 
+from provenance import streamed_calls
 from provenance import text as T
 from provenance.corpora import CorpusRegistry
 from provenance.embedder import Embedder
@@ -135,6 +136,8 @@ class Answering:
             assert self._profile.decomposer is not None  # a Profile has one or the other (Profile.__post_init__)
             decomposed = await decompose(question, answer, self._profile.decomposer)
         run.take(decomposed, told=withhold_dropped(decomposed.stage))
+        # The claims are checked on this machine (and by the reading judge, when one is set): shown as it starts.
+        streamed_calls.report("entailment", 0, 0.0)
         entailed = await entail(question, decomposed, passages, self._profile.verifier)
         run.take(entailed)
         checked = lexical_check(entailed.claims, passages, question)

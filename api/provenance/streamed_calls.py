@@ -174,6 +174,9 @@ class Watch:
 
     async def opened(self, start: Awaitable[T]) -> T:
         """The response's start (an SDK's stream object), under the first-token bound."""
+        if self.stage is not None:
+            # The model reads the prompt before it writes: on a CPU, most of a minute, and it is shown.
+            report(self.stage, 0, 0.0)
         return await self._bounded(start)
 
     async def chunks(self, stream: AsyncIterator[T], tokens: Callable[[T], int]) -> AsyncIterator[T]:
