@@ -215,8 +215,11 @@ async def test_the_pipeline_through_a_real_model_server(
         # Never a 5xx, whatever the model writes. A 135M model rambles: on some questions it writes until the
         # token limit stops it, and that is the model_error the profile owes, with its cause named.
         assert outcome.http_status == 200 and r.profile == "openai"
+        # On CPUs busy with other work it may write too slowly to finish within the call's ceiling: a model_error
+        # naming the bound.
         if r.status == "blocked":
-            assert r.reason == "model_error" and "cut off at max_tokens" in (r.message or ""), r.message
+            named = ("cut off at max_tokens", "(the ceiling)")
+            assert r.reason == "model_error" and any(n in (r.message or "") for n in named), r.message
         else:
             assert r.status in ("answered", "refused"), (r.question, r.status, r.reason, r.message)
         assert r.stages.screening.classifier == "local-embedding-screener"
