@@ -96,6 +96,14 @@ class Reply(msgspec.Struct, kw_only=True):
     hang: bool = False  # never answer (until the server closes): for client timeouts
     headers: dict[str, str] = msgspec.field(default_factory=dict)
     raw_body: bytes | None = None  # send exactly this, for malformed-response tests
+    # A streamed reply (the SDK's `messages.stream`, which the profile uses) is sent as server-sent events,
+    # its tool input in deltas of `delta_chars` characters, `delta_delay_s` apart; after `stall_after`
+    # deltas it stops sending (until the server closes) without ending the stream.
+    delta_chars: int = 12
+    delta_delay_s: float = 0.0
+    stall_after: int | None = None
+    # After the content, whitespace deltas `delta_delay_s` apart for ever: a model that never stops.
+    endless: bool = False
 
 
 Responder = Callable[[RecordedRequest], Reply]
@@ -118,6 +126,8 @@ class FakeAnthropic:
         self.require_key = require_key
         self.requests: list[RecordedRequest] = []
         self.latency_s = 0.0
+        # Every streamed reply's deltas at least this far apart: a model that writes slowly.
+        self.stream_delay_s = 0.0
         self.responder: Responder = default_responder
         self._failures: deque[Reply] = deque()
         self._by_tool: dict[str | None, deque[Reply]] = {}
@@ -188,6 +198,7 @@ class FakeAnthropic:
             self._failures.clear()
             self._by_tool.clear()
         self.latency_s = 0.0
+        self.stream_delay_s = 0.0
         self.responder = default_responder
 
     def requests_for(self, tool: str) -> list[RecordedRequest]:
@@ -266,8 +277,41 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 self._send(reply.status, reply.raw_body, reply.headers)
             elif reply.status != 200:
                 self._send(reply.status, _error_body(reply.error_type, "injected failure"), reply.headers)
+            elif request.body.get("stream"):
+                self._stream(_message(request, reply), reply)
             else:
-                self._send(200, _message_body(request, reply), reply.headers)
+                self._send(200, json.dumps(_message(request, reply)).encode(), reply.headers)
+
+        def _stream(self, message: dict[str, Any], reply: Reply) -> None:
+            """The message as the Messages API streams it: its start, each block in deltas, its end."""
+            self.close_connection = True
+            try:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("connection", "close")
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                deltas = 0
+                for event in _stream_events(message, reply.delta_chars):
+                    if reply.endless and event["type"] == "content_block_stop":
+                        filler = {"type": "input_json_delta", "partial_json": " "}
+                        while not fake._wait(max(reply.delta_delay_s, fake.stream_delay_s)):
+                            more = {"type": "content_block_delta", "index": event["index"], "delta": filler}
+                            self.wfile.write(f"event: content_block_delta\ndata: {json.dumps(more)}\n\n".encode())
+                            self.wfile.flush()
+                        return
+                    if event["type"] == "content_block_delta":
+                        if reply.stall_after is not None and deltas >= reply.stall_after:
+                            fake._wait(3600)
+                            return
+                        if fake._wait(max(reply.delta_delay_s, fake.stream_delay_s)):
+                            return
+                        deltas += 1
+                    self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (a bound, or a cancel)
 
         def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
             try:
@@ -292,7 +336,7 @@ def _error_body(error_type: str, message: str) -> bytes:
 _counter = iter(range(1, 1 << 62))
 
 
-def _message_body(request: RecordedRequest, reply: Reply) -> bytes:
+def _message(request: RecordedRequest, reply: Reply) -> dict[str, Any]:
     n = next(_counter)
     content: list[dict[str, Any]] = []
     if reply.text is not None:
@@ -316,7 +360,31 @@ def _message_body(request: RecordedRequest, reply: Reply) -> bytes:
         "stop_sequence": None,
         "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens},
     }
-    return json.dumps(message).encode()
+    return message
+
+
+def _stream_events(message: dict[str, Any], chars: int) -> Iterator[dict[str, Any]]:
+    """The events the Messages API streams `message` as."""
+    usage = message["usage"]
+    start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    yield {"type": "message_start", "message": start}
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            yield {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
+            text = block["text"]
+            for at in range(0, len(text), chars):
+                delta = {"type": "text_delta", "text": text[at : at + chars]}
+                yield {"type": "content_block_delta", "index": index, "delta": delta}
+        else:
+            yield {"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}}
+            raw = json.dumps(block["input"])
+            for at in range(0, len(raw), chars):
+                delta = {"type": "input_json_delta", "partial_json": raw[at : at + chars]}
+                yield {"type": "content_block_delta", "index": index, "delta": delta}
+        yield {"type": "content_block_stop", "index": index}
+    end = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    yield {"type": "message_delta", "delta": end, "usage": {"output_tokens": usage["output_tokens"]}}
+    yield {"type": "message_stop"}
 
 
 # --- the default responder: grounded, plausible answers for the profile's tools ------------------

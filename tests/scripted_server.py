@@ -9,9 +9,31 @@ from collections.abc import Callable
 from typing import Any
 
 
+class StreamPlan:
+    """How a streamed completion is sent: `first_token_s` before its first chunk, `gap_s` between chunks
+    (of `chars` characters each), silent for good after `stall_after` chunks, or never ending (`endless`:
+    whitespace, a chunk every `gap_s`, after the content)."""
+
+    def __init__(
+        self,
+        *,
+        first_token_s: float = 0.0,
+        gap_s: float = 0.0,
+        chars: int = 4,
+        stall_after: int | None = None,
+        endless: bool = False,
+    ) -> None:
+        self.first_token_s = first_token_s
+        self.gap_s = gap_s
+        self.chars = chars
+        self.stall_after = stall_after
+        self.endless = endless
+
+
 class ScriptedServer:
     """A few lines of HTTP on loopback: answers every request with `status` and `body`, or never answers
-    (`hang`). Only for the failures a real model can't be made to produce on cue."""
+    (`hang`). A request that asks for a stream of the completion `completion` set is sent it as chunks, as
+    `plan` says. Only for the failures a real model can't be made to produce on cue."""
 
     def __init__(self, model: str = "smollm2-135m-instruct") -> None:
         self.model = model
@@ -21,6 +43,11 @@ class ScriptedServer:
         self.body = b""
         self.content_type = "application/json"
         self.hang = False
+        # Statuses the next requests get first, one each (with a tiny retry-after, so SDK retries are quick).
+        self.failures: list[int] = []
+        self.plan = StreamPlan()
+        # The completion `completion` set, for a request that asks for it streamed.
+        self._reply: dict[str, Any] | None = None
         self.requests: list[dict[str, Any]] = []
         self._server: asyncio.Server | None = None
 
@@ -46,6 +73,53 @@ class ScriptedServer:
         if usage:
             reply["usage"] = {"prompt_tokens": 321, "completion_tokens": 1024, "total_tokens": 1345}
         self.body = json.dumps(reply).encode()
+        self._reply = reply
+
+    def _chunks(self) -> list[dict[str, Any]]:
+        """The completion as a server streams it: the role, the content in pieces, the finish, the usage."""
+        assert self._reply is not None
+        choice = self._reply["choices"][0]
+        content = choice["message"]["content"] or ""
+        base = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": self.model}
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+        size = self.plan.chars
+        pieces = [chunk({"content": content[i : i + size]}) for i in range(0, len(content), size)]
+        out = [chunk({"role": "assistant", "content": ""}), *pieces, chunk({}, choice["finish_reason"])]
+        if "usage" in self._reply:
+            out.append({**base, "choices": [], "usage": self._reply["usage"]})
+        return out
+
+    async def _stream(self, writer: asyncio.StreamWriter) -> None:
+        plan = self.plan
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
+        await writer.drain()
+        chunks = self._chunks()
+        await asyncio.sleep(plan.first_token_s)
+        sent = 0
+        for n, chunk in enumerate(chunks):
+            if plan.endless and n == len(chunks) - 2:
+                # Whitespace in the JSON, a chunk at a time, for ever, before the finish that never comes.
+                while True:
+                    filler = {**chunk, "choices": [{"index": 0, "delta": {"content": " "}, "finish_reason": None}]}
+                    writer.write(b"data: %s\n\n" % json.dumps(filler).encode())
+                    await writer.drain()
+                    await asyncio.sleep(plan.gap_s)
+            if plan.stall_after is not None and sent >= plan.stall_after:
+                await asyncio.sleep(3600)
+            writer.write(b"data: %s\n\n" % json.dumps(chunk).encode())
+            await writer.drain()
+            if chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
+                sent += 1
+                await asyncio.sleep(plan.gap_s)
+        writer.write(b"data: [DONE]\n\n")
+        await writer.drain()
+
+    def _streams(self) -> bool:
+        # Only the completion `completion` set streams: a body set by hand is sent as it is.
+        return self._reply is not None and self.body == json.dumps(self._reply).encode()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -62,6 +136,17 @@ class ScriptedServer:
             self.requests.append(request)
             if self.hang:
                 await asyncio.sleep(3600)
+            if self.failures:
+                failed = b'{"error": {"message": "injected failure"}}'
+                writer.write(
+                    b"HTTP/1.1 %d X\r\ncontent-type: application/json\r\nretry-after-ms: 1\r\n"
+                    b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (self.failures.pop(0), len(failed), failed)
+                )
+                await writer.drain()
+                return
+            if request.get("stream") and self.reply is None and self.status == 200 and self._streams():
+                await self._stream(writer)
+                return
             status, body = self.reply(request) if self.reply is not None else (self.status, self.body)
             writer.write(
                 b"HTTP/1.1 %d X\r\ncontent-type: %s\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"

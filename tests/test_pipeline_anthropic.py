@@ -22,7 +22,14 @@ from provenance.settings import Settings
 from provenance.verifiers.features import FEATURE_VERIFIER
 from provenance.wire import SpendStage
 from tests.conftest import LiveServer
-from tests.fake_anthropic import FakeAnthropic, RecordedRequest, Reply, default_responder, fake_anthropic
+from tests.fake_anthropic import (
+    PASSAGE_TAG,
+    FakeAnthropic,
+    RecordedRequest,
+    Reply,
+    default_responder,
+    fake_anthropic,
+)
 
 __all__ = ["fake_anthropic"]  # the fixture, imported so pytest finds it here
 
@@ -45,9 +52,9 @@ class RecordingGuards(NoGuards):
 
 
 async def make_pipeline(
-    fake: FakeAnthropic, services: Services, embedder: Embedder
+    fake: FakeAnthropic, services: Services, embedder: Embedder, **overrides: object
 ) -> tuple[Pipeline, RecordingGuards]:
-    settings = fake.settings(services.settings)
+    settings = fake.settings(services.settings, **overrides)
     profile = build_anthropic_profile(settings, embedder)
     guards = RecordingGuards()
     pipeline = Pipeline(settings, services.store, embedder, profile, guards)
@@ -237,3 +244,51 @@ def test_live_server_with_guards_charges_the_spend_cap(
         failed = client.post("/ask", json={"question": "Can I rent a locker for a day?"})
         assert failed.status_code == 200
         assert failed.json()["status"] == "blocked" and failed.json()["reason"] == "model_error"
+
+
+async def test_a_passage_budget_cuts_the_prompt_not_the_checks(
+    fake_anthropic: FakeAnthropic, corpus_services: Services, embedder: Embedder
+) -> None:
+    pipeline, _ = await make_pipeline(fake_anthropic, corpus_services, embedder, anthropic_passage_tokens=64)
+    fake_anthropic.reply(ANSWER_TOOL, {"answer": ANSWER, "used_passage_ids": [LOCKERS]})
+    r = (await ask(pipeline)).response
+    assert r.status == "answered", (r.reason, r.message)
+    retrieved = {p.id: p.text for p in r.stages.retrieval.passages}
+    generation = r.stages.generation
+    assert generation.cut_passage_ids and set(generation.cut_passage_ids) <= set(retrieved)
+    assert generation.prompt_passage_tokens is not None and generation.prompt_passage_tokens <= 64 + 64
+    assert "closest to the question" in (generation.detail or "")
+    [answering] = fake_anthropic.requests_for(ANSWER_TOOL)
+    [claims] = fake_anthropic.requests_for(CHECKED_CLAIMS_TOOL)
+    for request in (answering, claims):
+        shown = dict(PASSAGE_TAG.findall(request.user_text))
+        # Every passage by its exact id, each holding its best sentences only, where it was cut.
+        assert set(shown) == set(retrieved)
+        for pid in generation.cut_passage_ids:
+            assert len(shown[pid]) < len(retrieved[pid])
+            assert all(part.strip() in retrieved[pid] for part in shown[pid].split(" … "))
+    # The answer's sentence is in the lockers passage as the prompt held it, and its support and citation
+    # come from the passage whole, as without a budget.
+    assert [c.passage_id for c in r.citations] == [LOCKERS]
+    assert all(c.local_support >= 0.7 for c in r.stages.gate.claims)
+
+
+async def test_the_claims_can_be_the_answers_sentences_one_call_fewer(
+    fake_anthropic: FakeAnthropic, corpus_services: Services, embedder: Embedder
+) -> None:
+    pipeline, guards = await make_pipeline(fake_anthropic, corpus_services, embedder, claims_from="sentences")
+    fake_anthropic.reply(ANSWER_TOOL, {"answer": ANSWER, "used_passage_ids": [LOCKERS]})
+    r = (await ask(pipeline)).response
+    assert r.status == "answered", (r.reason, r.message)
+    # Screening and the answer: no claims call, and none held against the budget.
+    assert sorted(req.tool_name or "" for req in fake_anthropic.requests) == sorted([SCREEN_TOOL, ANSWER_TOOL])
+    assert r.stages.decomposition.model == "local-sentence-decomposer"
+    assert r.stages.entailment.verifiers == [FEATURE_VERIFIER]
+    assert all(c.model_support is None for c in r.stages.gate.claims)
+    assert [u.model for u in guards.settled if u.input_tokens or u.output_tokens] == ["claude-haiku-4-5"] * 2
+    assert pipeline.profile.worst_case is not None and len(pipeline.profile.worst_case(1000)) == 2
+    # Another setting, another answer: not served from the other's cache.
+    default, _ = await make_pipeline(fake_anthropic, corpus_services, embedder)
+    assert pipeline.settings_fingerprint() != default.settings_fingerprint()
+    budgeted, _ = await make_pipeline(fake_anthropic, corpus_services, embedder, anthropic_passage_tokens=64)
+    assert budgeted.settings_fingerprint() != default.settings_fingerprint()

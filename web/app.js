@@ -3,20 +3,23 @@
 // streamed (each stage as it completes) where the browser can read a fetch body, else asked for as JSON.
 import { h, fmtWait, capitalise } from './dom.js';
 import { renderResponse } from './render.js';
-import { renderProgress } from './pipeline.js';
+import { renderProgress, progressText } from './pipeline.js';
 import { feedbackBlock } from './feedback.js';
 import { sseEvents } from './sse.js';
 
 const UNCOVERED = "Ask something the docs don't cover";
 const FALLBACK_CONFIG = { profile: null, turnstileSiteKey: null, maxQuestionChars: 500 };
+// The longest the page waits with nothing heard: for a JSON request, the whole answer; for a stream, the next
+// event (a model on a CPU may take minutes to answer and still tell its progress every second).
 const ASK_TIMEOUT_MS = 90_000;
+const WAITING = 'Checking the documents…';
 const TURNSTILE_SRC = 'https://challenges.cloudflare.com/turnstile/v0/api.js?render=explicit';
 
 const $ = (id) => document.getElementById(id);
 const els = {};
 const state = {
   busy: false, token: null, widgetId: null, turnstileReady: false, passages: new Map(), corpora: [], corpus: null,
-  feedback: false,
+  feedback: false, controller: null, cancelled: false, progress: null, ticker: null,
 };
 
 document.addEventListener('DOMContentLoaded', init);
@@ -24,7 +27,8 @@ document.addEventListener('DOMContentLoaded', init);
 async function init() {
   for (const id of ['ask-form', 'question', 'ask-button', 'question-count', 'loading', 'error', 'result',
     'profile', 'turnstile', 'turnstile-note', 'examples-list', 'corpus-select', 'corpus-title',
-    'corpus-description']) els[id] = $(id);
+    'corpus-description', 'progress-line', 'cancel-button']) els[id] = $(id);
+  els['cancel-button'].addEventListener('click', cancel);
   els.examples = [];
   els.corpus = document.querySelector('[data-testid="corpus"]');
   els.corpusPick = document.querySelector('[data-testid="corpus-pick"]');
@@ -146,7 +150,13 @@ async function ask(raw) {
   }
   setBusy(true);
   const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), ASK_TIMEOUT_MS);
+  state.controller = controller;
+  state.cancelled = false;
+  let timer = setTimeout(() => controller.abort(), ASK_TIMEOUT_MS);
+  const heard = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => controller.abort(), ASK_TIMEOUT_MS);
+  };
   try {
     const body = { question };
     // Only with a choice to make: a single corpus is the default one anyway.
@@ -154,7 +164,7 @@ async function ask(raw) {
     const token = await turnstileToken();
     if (token) body.turnstileToken = token;
     // The stream, unless it fails before the answer arrives: then the same question as one JSON request.
-    const { res, data } = (await askStreaming(body, controller.signal)) || (await askJson(body, controller.signal));
+    const { res, data } = (await askStreaming(body, controller.signal, heard)) || (await askJson(body, controller.signal));
     const retryAfter = parseRetryAfter(res.headers.get('Retry-After'));
     if (data && typeof data.status === 'string' && data.stages) {
       const corpus = typeof data.corpus === 'string' ? data.corpus : null;
@@ -169,11 +179,13 @@ async function ask(raw) {
     }
   } catch (err) {
     clearResult();
-    showError(err.name === 'AbortError'
+    if (state.cancelled) showError('You cancelled the question. Ask again whenever you like.', '');
+    else showError(err.name === 'AbortError'
       ? 'The service took too long to answer. Please try again.'
       : "Couldn't reach the service. Check your connection and try again.");
   } finally {
     clearTimeout(timer);
+    state.controller = null;
     setBusy(false);
     resetTurnstile();
   }
@@ -212,7 +224,7 @@ const STREAM_ERROR_STATUS = { database_unavailable: 503, overloaded: 503 };
  * AskResponse comes last. A request the server settles before the pipeline runs comes back as JSON, as
  * always. Null when the stream can't be read or ends without an answer (the caller then asks as JSON).
  */
-async function askStreaming(body, signal) {
+async function askStreaming(body, signal, heard) {
   if (typeof TextDecoderStream === 'undefined') return null;
   let res;
   try {
@@ -233,6 +245,11 @@ async function askStreaming(body, signal) {
   const live = { order: [], records: new Map() };
   try {
     for await (const { event, data } of sseEvents(res.body)) {
+      heard();
+      if (event === 'progress' && data && typeof data.stage === 'string') {
+        showProgress(data);
+        continue;
+      }
       if (event === 'start') {
         live.order = Array.isArray(data.stages) ? data.stages : [];
         els.summary.replaceChildren();
@@ -291,6 +308,26 @@ async function loadPassage(id, corpus) {
   return state.passages.get(key);
 }
 
+/** Closing the stream cancels the question: the server stops its work, frees its slot and settles its spend. */
+function cancel() {
+  if (!state.controller) return;
+  state.cancelled = true;
+  state.controller.abort();
+}
+
+/** A `progress` event: the line says what runs, and counts its seconds on until the next event. */
+function showProgress(progress) {
+  state.progress = { ...progress, at: performance.now() };
+  const draw = () => {
+    const p = state.progress;
+    if (!p) return;
+    const elapsed = (Number(p.elapsedS) || 0) + (performance.now() - p.at) / 1000;
+    els['progress-line'].textContent = progressText(p, elapsed);
+  };
+  draw();
+  if (!state.ticker) state.ticker = setInterval(draw, 1000);
+}
+
 function setBusy(busy) {
   state.busy = busy;
   els['ask-button'].disabled = busy;
@@ -300,6 +337,12 @@ function setBusy(busy) {
   els.result.setAttribute('aria-busy', String(busy));
   els['ask-form'].setAttribute('aria-busy', String(busy));
   els.loading.hidden = !busy;
+  if (!busy) {
+    clearInterval(state.ticker);
+    state.ticker = null;
+    state.progress = null;
+    els['progress-line'].textContent = WAITING;
+  }
   els.result.classList.toggle('is-stale', busy);
 }
 

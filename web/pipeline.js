@@ -39,6 +39,27 @@ function namedStages(keys) {
 
 const STATUS_WORDS = { ok: 'ok', skipped: 'skipped', blocked: 'blocked', failed: 'failed', hit: 'hit', miss: 'miss' };
 
+/* ---------- progress while a stage waits on a model ---------- */
+
+/**
+ * The line the page shows while a stream's `progress` event says what is running: the stage, the tokens the
+ * model has written so far and the seconds it has taken (`seconds`, counted on since the event).
+ */
+export function progressText(progress, seconds) {
+  const s = `${Math.max(0, Math.round(seconds))} s`;
+  const tokens = progress.tokens === 1 ? '1 token' : `${fmtInt(progress.tokens)} tokens`;
+  switch (progress.stage) {
+    case 'screening': return `Screening the question: ${s}`;
+    case 'generation':
+      return progress.tokens ? `The model is writing: ${tokens}, ${s}` : `The model is reading the passages: ${s}`;
+    case 'decomposition':
+      return progress.tokens ? `Checking the claims: the model has written ${tokens}, ${s}`
+        : `Checking the claims: the model is reading the answer: ${s}`;
+    case 'entailment': return `Checking the claims against the passages: ${s}`;
+    default: return `Working: ${s}`;
+  }
+}
+
 /* ---------- pipeline panel ---------- */
 
 // On a cached answer these ran now; every later stage is the stored record of the original run.

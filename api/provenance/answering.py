@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import msgspec
 
+from provenance import streamed_calls
 from provenance import text as T
 from provenance.corpora import CorpusRegistry
 from provenance.embedder import Embedder
@@ -25,8 +26,9 @@ from provenance.stages.closest import closest_sentences, with_closest
 from provenance.stages.decompose import decompose, decompose_and_verify
 from provenance.stages.entail import entail
 from provenance.stages.gate import gate
-from provenance.stages.generate import generate
+from provenance.stages.generate import GenerationOutcome, generate
 from provenance.stages.lexical import lexical_check
+from provenance.stages.prompt_passages import PromptPassages, prompt_passages
 from provenance.stages.quarantine import QuarantineOutcome, quarantine
 from provenance.stages.retrieve import RetrievalOutcome, passage_records, retrieve
 from provenance.stages.screen import screen_classifier
@@ -34,6 +36,19 @@ from provenance.store import CorpusStore
 from provenance.timing import Timer
 
 log = get_logger("provenance.answering")
+
+
+def _with_prompt(generated: GenerationOutcome, prompt: PromptPassages) -> GenerationOutcome:
+    """The generation record, saying what the prompt held of the passages."""
+    notes = [n for n in (generated.stage.detail, prompt.detail) if n]
+    stage = msgspec.structs.replace(
+        generated.stage,
+        ms=round(generated.stage.ms + prompt.ms, 2),
+        prompt_passage_tokens=prompt.prompt_tokens,
+        cut_passage_ids=prompt.cut,
+        detail="; ".join(notes) or None,
+    )
+    return msgspec.structs.replace(generated, stage=stage)
 
 
 class Answering:
@@ -53,9 +68,13 @@ class Answering:
         read = await self._screen_and_retrieve(run)
         if isinstance(read, Outcome):
             return read
-        # 8. Generation from the retrieved passages only, as the quarantine left them.
-        generated = await generate(run.question, self._profile.generator, read)
-        run.take(generated)
+        # 8. Generation from the retrieved passages only, as the quarantine left them, in the prompt cut to the
+        # profile's budget (every check below reads them whole).
+        prompt = await prompt_passages(
+            run.question, read, self._profile.passage_tokens, self._profile.verifier, self._embedder
+        )
+        generated = await generate(run.question, self._profile.generator, prompt.passages)
+        run.take(_with_prompt(generated, prompt) if prompt.budget else generated)
         answer = generated.generation.answer
         if run.on_candidate is not None:
             run.on_candidate(answer)
@@ -65,7 +84,7 @@ class Answering:
                 unchecked.detail = "skipped: the generator gave no answer"
             await self._closest(run, read)
             return run.finish("refused", "no_answer")
-        return await self._verify(run, answer, read)
+        return await self._verify(run, answer, read, prompt.passages)
 
     async def _screen_and_retrieve(self, run: Run) -> Outcome | list[ScoredPassage]:
         """7. Screening by the classifier (the deny-list ran before admission), with retrieval and then the
@@ -123,18 +142,23 @@ class Answering:
         rows = await self._store.sentence_vectors(corpus, list(texts), T.SEGMENTER_VERSION, self._embedder.model_name)
         self._profile.sentence_vectors((texts[pid][start:end], vector) for pid, start, end, vector in rows)
 
-    async def _verify(self, run: Run, answer: str, passages: Sequence[ScoredPassage]) -> Outcome:
+    async def _verify(
+        self, run: Run, answer: str, passages: Sequence[ScoredPassage], prompted: Sequence[ScoredPassage]
+    ) -> Outcome:
         """9-12. Claims, entailment, the lexical sanity check and the gate; the answer with citations derived
-        from the verified support, or the refusal with the answer withheld."""
+        from the verified support, or the refusal with the answer withheld. The model's claims call is shown
+        the passages as the answer's prompt held them (`prompted`); every other check reads them whole."""
         question, combined = run.question, self._profile.decompose_and_verify
         if combined is not None:
             # One model call gives the claims and the model's verdicts; the local verifier still scores
             # every claim itself, and a claim is supported only when both agree.
-            decomposed = await decompose_and_verify(question, answer, passages, combined)
+            decomposed = await decompose_and_verify(question, answer, prompted, combined)
         else:
             assert self._profile.decomposer is not None  # a Profile has one or the other (Profile.__post_init__)
             decomposed = await decompose(question, answer, self._profile.decomposer)
         run.take(decomposed, told=withhold_dropped(decomposed.stage))
+        # The claims are checked on this machine (and by the reading judge, when one is set): shown as it starts.
+        streamed_calls.report("entailment", 0, 0.0)
         entailed = await entail(question, decomposed, passages, self._profile.verifier)
         run.take(entailed)
         checked = lexical_check(entailed.claims, passages, question)

@@ -95,7 +95,9 @@ class Pipeline:
         return (
             f"{self.profile.name}|{self.profile.cache_tag}|{s.embedding.model}|"
             f"{s.retrieval.k}|{s.retrieval.mode}|{s.gate.threshold}|{s.gate.min_claim}|"
-            f"{s.gate.relevance}|{s.gate.relevance_uncertain}"
+            f"{s.gate.relevance}|{s.gate.relevance_uncertain}|"
+            # What a model is shown and asked: the passages' budget in its prompts, and where the claims come from.
+            f"{self.profile.passage_tokens}|{s.claims_from}"
         )
 
     async def ask(

@@ -222,6 +222,10 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     # The reading judge (JUDGE), when one judges this profile's claims: what /healthz names, and what the
     # service stops (its model server) when it stops.
     judge: JudgeHandle | None = None
+    # The most tokens of passages (by our tokenizer) one model call's prompt holds, each passage cut to its
+    # sentences closest to the question (stages/prompt_passages.py); 0: every passage whole. The prompt only:
+    # every check reads the passages whole.
+    passage_tokens: int = 0
 
     @property
     def paid(self) -> bool:

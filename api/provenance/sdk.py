@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
+import httpx
+
 from provenance.errors import ModelError
 from provenance.ports import Usage
 
@@ -42,6 +44,11 @@ def sdk_failure(exc: Exception, errors: SdkErrors, *, what: str, call: str, serv
         return ModelError(f"{what}: could not reach the {server}", call=call, kind="connection")
     if isinstance(exc, errors.base):
         return ModelError(f"{what}: the model call failed ({type(exc).__name__})", call=call)
+    # A stream's body is read after the SDK has handed it over: what breaks then is httpx's, unwrapped.
+    if isinstance(exc, httpx.TimeoutException):
+        return ModelError(f"{what}: the {server} did not answer in time", call=call, kind="timeout")
+    if isinstance(exc, httpx.TransportError):
+        return ModelError(f"{what}: the connection to the {server} broke off", call=call, kind="connection")
     if isinstance(exc, ValueError):
         # Both SDKs let a body that isn't JSON at all (a proxy's HTML error page) escape as JSONDecodeError.
         return ModelError(f"{what}: the {server} sent an unreadable response", call=call, kind="malformed")

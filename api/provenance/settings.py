@@ -13,6 +13,7 @@ from typing import Literal
 import msgspec
 
 from provenance.errors import SettingsError
+from provenance.streamed_calls import Bounds
 
 # The checkout (or image) root: db/, corpus/ and web/ sit beside api/, the folder this package is in.
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +28,10 @@ LocalModels = Literal["features", "trained"]
 JudgeName = Literal["rules", "openai", "local"]
 # Whose relevance counts when a judge reads the claims (JUDGE_RELEVANCE): verifiers/judged.py.
 JudgeRelevance = Literal["judge", "veto"]
+# Where a model profile's claims come from (CLAIMS_FROM): the model's own call, which gives them with its
+# verdicts, or the answer's sentences (the local decomposer), judged by the local verifier (and the reading
+# judge, when JUDGE sets one) alone: one model call fewer.
+ClaimsFrom = Literal["model", "sentences"]
 
 
 METRICS_TOKEN_MIN_CHARS = 16
@@ -139,8 +144,25 @@ class AnthropicSettings(msgspec.Struct, frozen=True, kw_only=True):
     api_key: str | None = None
     base_url: str | None = None
     model: str = "claude-haiku-4-5"
-    timeout_s: float = 20.0
+    # Calls stream, bounded on their progress (`provenance.streamed_calls`): the first token within
+    # `first_token_s` plus the prompt's tokens at `prompt_tokens_per_s`, no gap between tokens over
+    # `token_gap_s`, and the whole call within `timeout_s`, however steadily it streams.
+    timeout_s: float = 60.0
+    first_token_s: float = 10.0
+    prompt_tokens_per_s: float = 1000.0
+    token_gap_s: float = 10.0
     max_retries: int = 2
+    # The most tokens (by our tokenizer) of passages one call's prompt holds; 0: every passage whole.
+    passage_tokens: int = 0
+
+    @property
+    def bounds(self) -> Bounds:
+        return Bounds(
+            first_token_s=self.first_token_s,
+            prompt_tokens_per_s=self.prompt_tokens_per_s,
+            gap_s=self.token_gap_s,
+            ceiling_s=self.timeout_s,
+        )
 
 
 class OpenAISettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -151,10 +173,23 @@ class OpenAISettings(msgspec.Struct, frozen=True, kw_only=True):
     # Local servers need none; the SDK insists on one, so the profile passes a placeholder.
     api_key: str | None = None
     model: str | None = None
-    # A small model on a few CPU cores takes tens of seconds to write the claims; a hosted API far less.
-    timeout_s: float = 60.0
-    # A timed-out call retried costs another whole timeout: one retry, for a dropped connection.
+    # Calls stream, bounded on their progress (`provenance.streamed_calls`); the defaults are a small model on
+    # a few CPU cores, which reads a prompt at a few tens of tokens a second and writes a few tokens a second.
+    # The whole call: a ceiling, however steadily it streams.
+    timeout_s: float = 300.0
+    # The first token: within this floor plus the prompt's tokens at the prompt pace (or the pace the calls
+    # measure, where slower).
+    first_token_s: float = 15.0
+    prompt_tokens_per_s: float = 20.0
+    # The longest wait for the next token once the model writes.
+    token_gap_s: float = 15.0
+    # Retries are for calls that failed before their response began (a dropped connection, a 503): a call
+    # that streamed tokens, or hit a bound, is never started again from zero.
     max_retries: int = 1
+    # The most tokens (by our tokenizer) of passages one call's prompt holds: each passage is cut to its
+    # sentences closest to the question, best first, to fit. A small model reads a long prompt slowly and
+    # loses the thread in it. 0: every passage whole.
+    passage_tokens: int = 512
     # The most tokens one call may write; 0 keeps each call's own limit (1024 for the answer, 1536 for the
     # claims). A small model on CPU writes a few tokens a second, and one that loops writes until this stops
     # it: a lower limit bounds how long a request can take, and a reply cut off by it is a model_error.
@@ -167,6 +202,15 @@ class OpenAISettings(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def priced(self) -> bool:
         return self.price_input_per_mtok > 0 or self.price_output_per_mtok > 0
+
+    @property
+    def bounds(self) -> Bounds:
+        return Bounds(
+            first_token_s=self.first_token_s,
+            prompt_tokens_per_s=self.prompt_tokens_per_s,
+            gap_s=self.token_gap_s,
+            ceiling_s=self.timeout_s,
+        )
 
 
 class JudgeSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -208,6 +252,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # (LOCAL_GENERATOR); LOCAL_MODELS, their old single switch, sets both.
     local_verifier: LocalModels = "features"
     local_generator: LocalModels = "features"
+    claims_from: ClaimsFrom = "model"
     data_dir: Path = REPO_ROOT / ".data"
     server: ServerSettings = msgspec.field(default_factory=ServerSettings)
     database: DatabaseSettings = msgspec.field(default_factory=DatabaseSettings)
@@ -264,6 +309,7 @@ VARIABLES: dict[str, tuple[str | None, str]] = {
     "PROFILE": (None, "profile"),
     "LOCAL_VERIFIER": (None, "local_verifier"),
     "LOCAL_GENERATOR": (None, "local_generator"),
+    "CLAIMS_FROM": (None, "claims_from"),
     "DATA_DIR": (None, "data_dir"),
     "HOST": ("server", "host"),
     "PORT": ("server", "port"),
@@ -315,11 +361,19 @@ VARIABLES: dict[str, tuple[str | None, str]] = {
     "ANTHROPIC_MODEL": ("anthropic", "model"),
     "ANTHROPIC_TIMEOUT_S": ("anthropic", "timeout_s"),
     "ANTHROPIC_MAX_RETRIES": ("anthropic", "max_retries"),
+    "ANTHROPIC_FIRST_TOKEN_S": ("anthropic", "first_token_s"),
+    "ANTHROPIC_PROMPT_TOKENS_PER_S": ("anthropic", "prompt_tokens_per_s"),
+    "ANTHROPIC_TOKEN_GAP_S": ("anthropic", "token_gap_s"),
+    "ANTHROPIC_PASSAGE_TOKENS": ("anthropic", "passage_tokens"),
     "OPENAI_BASE_URL": ("openai", "base_url"),
     "OPENAI_API_KEY": ("openai", "api_key"),
     "OPENAI_MODEL": ("openai", "model"),
     "OPENAI_TIMEOUT_S": ("openai", "timeout_s"),
     "OPENAI_MAX_RETRIES": ("openai", "max_retries"),
+    "OPENAI_FIRST_TOKEN_S": ("openai", "first_token_s"),
+    "OPENAI_PROMPT_TOKENS_PER_S": ("openai", "prompt_tokens_per_s"),
+    "OPENAI_TOKEN_GAP_S": ("openai", "token_gap_s"),
+    "OPENAI_PASSAGE_TOKENS": ("openai", "passage_tokens"),
     "OPENAI_MAX_OUTPUT_TOKENS": ("openai", "max_output_tokens"),
     "OPENAI_PRICE_INPUT_PER_MTOK": ("openai", "price_input_per_mtok"),
     "OPENAI_PRICE_OUTPUT_PER_MTOK": ("openai", "price_output_per_mtok"),
@@ -446,6 +500,18 @@ def _validate(s: Settings) -> None:
         (0 <= s.anthropic.max_retries <= 5, "ANTHROPIC_MAX_RETRIES must be between 0 and 5"),
         (s.openai.timeout_s > 0, "OPENAI_TIMEOUT_S must be positive"),
         (0 <= s.openai.max_retries <= 5, "OPENAI_MAX_RETRIES must be between 0 and 5"),
+        *_stream_checks("OPENAI", s.openai.first_token_s, s.openai.prompt_tokens_per_s, s.openai.token_gap_s),
+        *_stream_checks(
+            "ANTHROPIC", s.anthropic.first_token_s, s.anthropic.prompt_tokens_per_s, s.anthropic.token_gap_s
+        ),
+        (
+            s.openai.passage_tokens == 0 or s.openai.passage_tokens >= 32,
+            "OPENAI_PASSAGE_TOKENS must be 0 (no budget: every passage whole) or at least 32",
+        ),
+        (
+            s.anthropic.passage_tokens == 0 or s.anthropic.passage_tokens >= 32,
+            "ANTHROPIC_PASSAGE_TOKENS must be 0 (no budget: every passage whole) or at least 32",
+        ),
         (
             s.openai.max_output_tokens == 0 or s.openai.max_output_tokens >= 32,
             "OPENAI_MAX_OUTPUT_TOKENS must be 0 (each call's own limit) or at least 32",
@@ -492,6 +558,14 @@ def _validate(s: Settings) -> None:
             ipaddress.ip_network(proxy, strict=False)
         except ValueError:
             raise SettingsError(f"TRUSTED_PROXIES has an invalid address or network: {proxy!r}") from None
+
+
+def _stream_checks(prefix: str, first_token_s: float, tokens_per_s: float, gap_s: float) -> list[tuple[bool, str]]:
+    return [
+        (first_token_s > 0, f"{prefix}_FIRST_TOKEN_S must be positive"),
+        (tokens_per_s > 0, f"{prefix}_PROMPT_TOKENS_PER_S must be positive"),
+        (gap_s > 0, f"{prefix}_TOKEN_GAP_S must be positive"),
+    ]
 
 
 FEEDBACK_HMAC_KEY_MIN_CHARS = 16

@@ -176,6 +176,10 @@ class GenerationStage(Wire):
     output_tokens: int = 0
     empty: bool | None = None
     used_passage_ids: list[str] = msgspec.field(default_factory=list)
+    # The passages' tokens (by our tokenizer) in the model's prompt, and the passages cut to their sentences
+    # closest to the question to fit the profile's budget (`stages/prompt_passages.py`); None: no budget.
+    prompt_passage_tokens: int | None = None
+    cut_passage_ids: list[str] = msgspec.field(default_factory=list)
 
 
 class DecompositionStage(Wire):

@@ -98,6 +98,8 @@ async def test_no_markdown_syntax_shows_and_the_medical_premium_is_the_medical_p
 
     await page.get_by_test_id("question-input").fill("What is the salary of a junior?")
     await page.get_by_test_id("ask-button").click()
+    # The first answer's verdict stays on show until the stream starts: wait for the second question's end.
+    await expect(page.get_by_test_id("loading")).to_be_hidden()
     await expect(page.get_by_test_id("verdict")).to_have_attribute("data-status", re.compile(r"^(answered|refused)$"))
     texts = [*await shown(page, "answer"), *await shown(page, "claim"), *await shown(page, "passage")]
     table = "\n".join(await shown(page, "passage"))

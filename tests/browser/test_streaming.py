@@ -102,3 +102,38 @@ async def test_a_refusal_highlights_each_passages_closest_sentence(page: Page, l
     card = page.get_by_test_id("passage").filter(has=guests)
     await card.locator("summary").click()
     await expect(card.get_by_test_id("closest-highlight")).to_contain_text(re.compile(r"guests? at a time"))
+
+
+@pytest.fixture
+def writing_server(fake_anthropic: FakeAnthropic, corpus_schema_settings: Settings) -> Iterator[LiveServer]:
+    """The anthropic profile against a fake Messages API whose model writes slowly, one pipeline at a time and
+    no queue: a slot a cancelled question still held would turn the next one away."""
+    fake_anthropic.stream_delay_s = 0.3
+    settings = fake_anthropic.settings(corpus_schema_settings, ask_concurrency=1, ask_queue_max=0)
+    with LiveServer(settings) as server:
+        yield server
+
+
+async def test_the_wait_is_shown_and_cancel_frees_the_slot(
+    page: Page, writing_server: LiveServer, fake_anthropic: FakeAnthropic
+) -> None:
+    await page.goto(writing_server.url)
+    await page.get_by_test_id("question-input").fill(ANSWERABLE)
+    await page.get_by_test_id("ask-button").click()
+    line = page.get_by_test_id("progress-line")
+    # The model's tokens and the seconds so far, never its words.
+    await expect(line).to_have_text(re.compile(r"^The model is writing: \d+ tokens?, \d+ s$"))
+    cancel = page.get_by_test_id("cancel-button")
+    await expect(cancel).to_be_visible()
+    await cancel.click()
+    await expect(page.get_by_test_id("loading")).to_be_hidden()
+    await expect(page.get_by_test_id("error")).to_contain_text("You cancelled the question")
+    await expect(page.get_by_test_id("verdict")).to_have_count(0)
+    await expect(page.get_by_test_id("ask-button")).to_be_enabled()
+    # The server stopped the cancelled question's work: with its one slot free, the next question is answered.
+    fake_anthropic.stream_delay_s = 0.0
+    await page.get_by_test_id("ask-button").click()
+    await expect(page.get_by_test_id("verdict")).to_have_attribute(
+        "data-status", re.compile(r"^(answered|refused)$"), timeout=30_000
+    )
+    await expect(page.get_by_test_id("error")).to_be_hidden()

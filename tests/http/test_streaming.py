@@ -26,6 +26,7 @@ from provenance.ports import ClaimVerdict, Decomposition, Usage, Verification
 from provenance.response import WITHHELD_NOT_IN_ANSWER, OnStage, Outcome
 from provenance.services import Services
 from provenance.settings import REPO_ROOT, Settings
+from provenance.streamed_calls import Progress
 from provenance.wire import AdmissionStage, AskResponse, SpendStage, StageRecord
 from tests.conftest import LiveServer
 from tests.fake_anthropic import FakeAnthropic, fake_anthropic
@@ -80,23 +81,26 @@ def test_a_streamed_answer_sends_each_stage_then_the_response(live_server: LiveS
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
     assert r.headers["cache-control"] == "no-cache"
     kinds = [e.event for e in events]
-    assert kinds[0] == "start" and kinds[-1] == "response" and set(kinds[1:-1]) == {"stage"}, kinds
+    # The local profile calls no model: its one progress event is the claims' checking as it starts.
+    assert kinds[0] == "start" and kinds[-1] == "response" and set(kinds[1:-1]) == {"stage", "progress"}, kinds
+    assert [e.data["stage"] for e in events if e.event == "progress"] == ["entailment"]
     assert events[0].data["stages"] == list(WIRE_KEYS.values())
     assert [int(e.id or 0) for e in events] == list(range(1, len(events) + 1))
     final = events[-1].data
     assert final["status"] == "answered" and final["answer"]
     # Each stage's last record is the one the response holds, sent in the order the pipeline set them
     # (retrieval before the screening that reads its passages).
+    records = [e for e in events[1:-1] if e.event == "stage"]
     last: dict[str, Any] = {}
-    for e in events[1:-1]:
+    for e in records:
         last[e.data["stage"]] = e.data["record"]
-    told_at = [e.data["at"] for e in events[1:-1]]
+    told_at = [e.data["at"] for e in records]
     assert told_at == sorted(told_at)
     assert {"botCheck", "admission", "retrieval", "generation", "groundedness"} <= set(last)
     assert all(final["stages"][k] == v for k, v in last.items())
     # The answer is in the final event only: no stage record has a place for it (what a refused answer's
     # text does not reach is test_no_event_tells_a_refused_answers_text's).
-    assert all("answer" not in e.data["record"] for e in events[1:-1])
+    assert all("answer" not in e.data["record"] for e in records)
     # A plain JSON request is as it was.
     assert plain.status_code == 200 and plain.headers["content-type"].startswith("application/json")
     assert plain.json()["status"] == "answered"
@@ -287,6 +291,43 @@ def test_a_client_that_goes_away_frees_its_slot_and_its_spend_reservation(
         fake_anthropic.latency_s = 0.0
         after = client.post("/ask", json={"question": ANSWERABLE})
         assert after.status_code == 200 and after.json()["status"] in {"answered", "refused"}
+
+
+def test_progress_events_tell_the_stage_tokens_and_time_never_the_text(
+    fake_anthropic: FakeAnthropic, corpus_schema_settings: Settings
+) -> None:
+    fake_anthropic.stream_delay_s = 0.02
+    with (
+        LiveServer(fake_anthropic.settings(corpus_schema_settings)) as server,
+        httpx.Client(base_url=server.url, timeout=60) as client,
+    ):
+        r, events = streamed(client, ANSWERABLE)
+    assert r.status_code == 200 and events[-1].event == "response"
+    progress = [e for e in events if e.event == "progress"]
+    # The model calls as they read and write, and the claims' checking as it starts.
+    assert {"screening", "generation", "decomposition", "entailment"} <= {e.data["stage"] for e in progress}
+    assert all(set(e.data) == {"stage", "tokens", "elapsedS"} for e in progress)
+    assert events[-1].data["status"] in ("answered", "refused")
+    for stage in ("generation", "decomposition"):
+        told = [e.data for e in progress if e.data["stage"] == stage]
+        # First the model reading the prompt (no tokens yet), then the tokens it has written, counting up.
+        assert told[0]["tokens"] == 0 and told[-1]["tokens"] > 0
+        assert [t["tokens"] for t in told] == sorted(t["tokens"] for t in told)
+    # A stage's progress comes before its record.
+    order = [(e.event, e.data.get("stage")) for e in events if e.event in ("progress", "stage")]
+    assert order.index(("progress", "generation")) < order.index(("stage", "generation"))
+    # Numbers and a stage's name: there is no place for the answer's text.
+    assert all(isinstance(e.data["tokens"], int) and isinstance(e.data["elapsedS"], float | int) for e in progress)
+
+
+def test_progress_is_told_at_most_a_few_times_a_second() -> None:
+    events = _Events()
+    for tokens in range(100):
+        events.on_progress(Progress(stage="generation", tokens=tokens, elapsed_s=1.0))
+    events.on_progress(Progress(stage="decomposition", tokens=0, elapsed_s=0.0))
+    # 101 reports in far less than PROGRESS_EVERY_S: the first of each stage is told, the rest wait.
+    told = [json.loads(events.queue.get_nowait().data or "") for _ in range(events.queue.qsize())]
+    assert [(t["stage"], t["tokens"]) for t in told] == [("generation", 0), ("decomposition", 0)]
 
 
 @pytest.mark.parametrize("accept", ["text/event-stream", "application/json"])

@@ -13,6 +13,7 @@ from provenance.passages import ScoredPassage
 from provenance.ports import Usage
 from provenance.pricing import cost_usd, max_call_cost_usd, price_for
 from provenance.profiles.anthropic import (
+    SDK_TIMEOUT_MARGIN_S,
     AnthropicDecomposeAndVerify,
     AnthropicGenerator,
     AnthropicScreener,
@@ -384,7 +385,8 @@ async def test_make_client_uses_settings(fake_anthropic: FakeAnthropic) -> None:
     settings = fake_anthropic.settings(anthropic_timeout_s=1.5, anthropic_max_retries=1)
     client = make_client(settings)
     assert client.max_retries == 1
-    assert client.timeout == 1.5
+    # The calls' own bounds end a call first: the SDK's timeout only backs them up.
+    assert client.timeout == 1.5 + SDK_TIMEOUT_MARGIN_S
     assert str(client.base_url).rstrip("/") == fake_anthropic.base_url
 
     models = build_anthropic_models(settings, client)

@@ -7,6 +7,9 @@ The events, each `data` one JSON object:
 - `stage`: `{"stage": key, "record": {...}, "at": unix seconds}`, one stage's record, exactly as
   `AskResponse.stages` holds it, sent when the pipeline sets it (`at`); a stage that runs twice (the rate
   limit: a look, then the count; the spend cap: the reservation, then the settlement) is sent twice;
+- `progress`: `{"stage": key, "tokens", "elapsedS"}` while a model call of that stage runs (the model reading
+  the prompt, tokens 0, then writing) and when the claims' checking begins: the tokens written so far and the
+  seconds since the call began, never the text; at most a few a second (`PROGRESS_EVERY_S`);
 - `response`: the AskResponse, last. The answer is in this event only, and only when the gate passed it;
   no stage record holds the answer's text (pipeline.py);
 - `error`: `{"error": {"code", "message"}}`, when the run fails after the stream began (a database outage).
@@ -24,6 +27,7 @@ pipeline's own `finally`), whatever the response was doing.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
@@ -38,6 +42,7 @@ from provenance.errors import ErrorBody, ErrorEnvelope
 from provenance.http.exceptions import service_error_for
 from provenance.logs import get_logger
 from provenance.response import OnStage, Outcome
+from provenance.streamed_calls import PROGRESS, Progress
 from provenance.wire import AskResponse, StageRecord, Stages
 
 log = get_logger("provenance.http")
@@ -50,6 +55,9 @@ WIRE_KEYS = {f.name: f.encode_name for f in msgspec.structs.fields(Stages)}
 # Pipelines of streams still running: a task is only weakly held by the loop.
 _RUNNING: set[asyncio.Task[Outcome]] = set()
 _DONE = ServerSentEventMessage(comment="done")
+# The most often one stage's progress is told: a model writes tens of tokens a second on a GPU, and a reader
+# needs no more than a few updates a second.
+PROGRESS_EVERY_S = 0.25
 
 
 def wants_stream(request: Request[Any, Any, Any]) -> bool:
@@ -69,6 +77,8 @@ class _Events:
         self.admitted = asyncio.Event()
         # Event ids count from 1, the `start` event's, which is sent first though stages may be told before it.
         self.seq = 1
+        # When each stage's progress was last told.
+        self._told: dict[str, float] = {}
 
     def next_id(self) -> int:
         self.seq += 1
@@ -86,6 +96,16 @@ class _Events:
         if name == "spend":
             self.admitted.set()
 
+    def on_progress(self, progress: Progress) -> None:
+        """A model call's progress: the first of its stage at once, then at most one per PROGRESS_EVERY_S."""
+        now = time.monotonic()
+        last = self._told.get(progress.stage)
+        if last is not None and now - last < PROGRESS_EVERY_S:
+            return
+        self._told[progress.stage] = now
+        payload = {"stage": progress.stage, "tokens": progress.tokens, "elapsedS": progress.elapsed_s}
+        self.queue.put_nowait(_message("progress", payload, self.next_id()))
+
     def done(self, _: object) -> None:
         self.queue.put_nowait(_DONE)
 
@@ -99,7 +119,11 @@ async def stream_ask(
     """Run the pipeline (`run`, told the stage callback) and answer as a stream once it is admitted; as JSON
     when it was settled before (an exception raised before then is the usual JSON error)."""
     events = _Events()
-    task = asyncio.create_task(run(events.on_stage))
+    # The pipeline's task runs in a copy of this context with its progress listener set: the model calls
+    # deep inside it report there (`streamed_calls.report`), and no other request hears them.
+    context = contextvars.copy_context()
+    context.run(PROGRESS.set, events.on_progress)
+    task = asyncio.create_task(run(events.on_stage), context=context)
     _RUNNING.add(task)
     task.add_done_callback(_RUNNING.discard)
     task.add_done_callback(events.done)
@@ -166,7 +190,8 @@ def declare_streaming(openapi: OpenAPI) -> None:
             description=(
                 "with `Accept: text/event-stream`: Server-Sent Events. `start` {requestId, stages}, then one"
                 " `stage` {stage, record, at} as each stage completes (record: that stage's record in"
-                " AskResponse.stages), then `response` (the AskResponse); `error` {error: {code, message}} when"
+                " AskResponse.stages), `progress` {stage, tokens, elapsedS} while a model call runs (never its"
+                " text), then `response` (the AskResponse); `error` {error: {code, message}} when"
                 " the run fails after the stream began. A request settled before it is admitted (bad input, bot"
                 " check, rate limit, deny-list, overload) is answered as JSON, as without the header."
             ),

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import Any
 
 import anthropic
 from anthropic import AsyncAnthropic
+from anthropic.lib.streaming import AsyncMessageStream
 from anthropic.types import Message, ToolChoiceToolParam, ToolParam, ToolUseBlock
 
 from provenance import metrics
@@ -21,12 +23,16 @@ from provenance.errors import ModelError, ModelOutputError
 from provenance.passages import ScoredPassage
 from provenance.ports import Profile, Usage
 from provenance.profiles.base import ModelCalls, ModelDecomposeAndVerify, ModelGenerator, ModelPort, ModelScreener
+from provenance.profiles.local import SentenceDecomposer
 from provenance.profiles.outputs import Tool, call_name
-from provenance.sdk import SdkErrors, sdk_failures
+from provenance.sdk import CHARS_PER_TOKEN_ESTIMATE, SdkErrors, sdk_failures
 from provenance.settings import Settings
+from provenance.streamed_calls import Bounds, Pace, Watch, estimated_tokens
 from provenance.verifiers import LocalVerifier, build_verifier
 
 VERIFIER_NAME = "anthropic-entailment"
+# How much longer than a call's ceiling the SDK's own timeout is: never the bound that ends a call.
+SDK_TIMEOUT_MARGIN_S = 10.0
 
 
 def make_client(settings: Settings) -> AsyncAnthropic:
@@ -37,7 +43,8 @@ def make_client(settings: Settings) -> AsyncAnthropic:
         api_key=settings.anthropic.api_key,
         # None lets the SDK use its default endpoint (or ANTHROPIC_BASE_URL, which it reads itself).
         base_url=settings.anthropic.base_url or None,
-        timeout=settings.anthropic.timeout_s,
+        # The calls' own bounds (`streamed_calls`) end a call first; the SDK's timeout only backs them up.
+        timeout=settings.anthropic.timeout_s + SDK_TIMEOUT_MARGIN_S,
         max_retries=settings.anthropic.max_retries,
     )
 
@@ -73,15 +80,20 @@ async def call_tool(
     tool: ToolParam,
     max_tokens: int,
     what: str,
+    bounds: Bounds,
+    pace: Pace,
 ) -> tuple[dict[str, object], Usage]:
-    """One Messages call forced to `tool`; returns the tool input and the usage. Failures → ModelError."""
+    """One Messages call forced to `tool`, streamed under `bounds` (`provenance.streamed_calls`); returns the
+    tool input and the usage. Failures → ModelError."""
     name = tool["name"]
     choice: ToolChoiceToolParam = {"type": "tool", "name": name}
     call = call_name(what)
     # One call as the pipeline sees it; the SDK's own retries within it are not counted apart.
     metrics.model_call(call)
+    prompt_tokens = estimated_tokens(system + user, CHARS_PER_TOKEN_ESTIMATE)
+    watch = Watch(bounds, pace, model=model, prompt_tokens=prompt_tokens, what=what, call=call, server=SERVER)
     with sdk_failures(SDK_ERRORS, what=what, call=call, server=SERVER):
-        response = await client.messages.create(
+        manager = client.messages.stream(
             model=model,
             max_tokens=max_tokens,
             system=system,
@@ -89,6 +101,16 @@ async def call_tool(
             tools=[tool],
             tool_choice=choice,
         )
+        # Entering the manager sends the request: the first token's bound starts with it.
+        stream = await watch.opened(manager.__aenter__())
+        try:
+            async for _ in watch.chunks(stream, _tokens):
+                pass
+            response = await _final(stream)
+        finally:
+            await stream.close()
+    if response is None:
+        raise ModelError(f"{what}: the {SERVER} sent a malformed response", call=call, kind="malformed")
     try:
         usage = _usage(model, response)
         content = list(response.content)
@@ -109,6 +131,27 @@ async def call_tool(
     )
 
 
+async def _final(stream: AsyncMessageStream[Any]) -> Message | None:
+    """The message the stream built, or None when no message began (a body that wasn't a message stream)."""
+    try:
+        message: Message | None = await stream.get_final_message()
+    except AssertionError:  # the SDK asserts a message began
+        return None
+    return message
+
+
+# A streamed delta's tokens, estimated from its characters (the API counts them only at the end).
+DELTA_CHARS_PER_TOKEN = 4
+
+
+def _tokens(event: object) -> int:
+    if getattr(event, "type", None) != "content_block_delta":
+        return 0
+    delta = getattr(event, "delta", None)
+    text = getattr(delta, "partial_json", None) or getattr(delta, "text", None) or ""
+    return estimated_tokens(text, DELTA_CHARS_PER_TOKEN)
+
+
 # --- the ports -------------------------------------------------------------------------------------
 
 
@@ -126,6 +169,8 @@ class _AnthropicPort(ModelPort[AsyncAnthropic]):
             tool=tool_param(tool),
             max_tokens=self.max_output_tokens,
             what=what,
+            bounds=self.bounds,
+            pace=self.pace,
         )
 
 
@@ -145,10 +190,17 @@ def build_anthropic_models(settings: Settings, client: AsyncAnthropic | None = N
     """Claude screens, answers, and gives the claims with its verdicts, sharing one client."""
     client = client or make_client(settings)
     model = settings.anthropic.model
+    bounds = settings.anthropic.bounds
+    pace = Pace(bounds.prompt_tokens_per_s)
+    claims = (
+        AnthropicDecomposeAndVerify(client, model, bounds=bounds, pace=pace)
+        if settings.claims_from == "model"
+        else None
+    )
     return ModelCalls(
-        screener=AnthropicScreener(client, model),
-        generator=AnthropicGenerator(client, model),
-        decompose_and_verify=AnthropicDecomposeAndVerify(client, model),
+        screener=AnthropicScreener(client, model, bounds=bounds, pace=pace),
+        generator=AnthropicGenerator(client, model, bounds=bounds, pace=pace),
+        decompose_and_verify=claims,
     )
 
 
@@ -179,6 +231,9 @@ def build_anthropic_profile(
         # vectors come from the store (computed at ingest), never embedded then.
         sentence_vectors=local.sentence_vectors,
         word_vectors=local.word_vectors,
-        # Claims and the model's verdicts in one call: three sequential round trips per answer.
+        # Claims and the model's verdicts in one call: three sequential round trips per answer. With
+        # CLAIMS_FROM=sentences, the answer's sentences, judged on this machine alone.
         decompose_and_verify=models.decompose_and_verify,
+        decomposer=SentenceDecomposer() if models.decompose_and_verify is None else None,
+        passage_tokens=settings.anthropic.passage_tokens,
     )

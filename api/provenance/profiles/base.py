@@ -37,6 +37,7 @@ from provenance.profiles.prompts import (
     generate_user,
     screen_user,
 )
+from provenance.streamed_calls import Bounds, Pace
 
 # For the spend cap's worst case: the system prompt, output schema and question, on top of the passages.
 PROMPT_OVERHEAD_TOKENS = 2000
@@ -47,16 +48,28 @@ Client = TypeVar("Client")
 
 
 class ModelPort(ABC, Generic[Client]):
-    """What every model-backed port holds (the SDK's client, the model, its output limit), and its one way
-    to call the model, which each SDK writes."""
+    """What every model-backed port holds (the SDK's client, the model, its output limit, the bounds its
+    streamed calls run under and its server's prompt pace), and its one way to call the model, which each
+    SDK writes."""
 
     name: str
     default_max_output_tokens = 1024
 
-    def __init__(self, client: Client, model: str, *, max_output_tokens: int | None = None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        model: str,
+        *,
+        max_output_tokens: int | None = None,
+        bounds: Bounds | None = None,
+        pace: Pace | None = None,
+    ) -> None:
         self.client = client
         self.model = model
         self.max_output_tokens = self.default_max_output_tokens if max_output_tokens is None else max_output_tokens
+        self.bounds = bounds or Bounds()
+        # The ports of one server share its pace (`ModelCalls`), so what one call measures the next one uses.
+        self.pace = pace or Pace(self.bounds.prompt_tokens_per_s)
 
     @abstractmethod
     async def _call(
@@ -115,12 +128,13 @@ class ModelDecomposeAndVerify(ModelPort[Client]):
 
 
 class ModelCalls(msgspec.Struct, frozen=True):
-    """Every model call a profile makes, sharing one client: the generator and the decompose-and-verify
-    call, and the screener where the model screens (the anthropic profile's; the openai profile screens on
-    this machine). The verifier runs on this machine and costs nothing."""
+    """Every model call a profile makes, sharing one client: the generator, the decompose-and-verify call
+    unless the claims are the answer's sentences (CLAIMS_FROM=sentences), and the screener where the model
+    screens (the anthropic profile's; the openai profile screens on this machine). The verifier runs on this
+    machine and costs nothing."""
 
     generator: ModelGenerator[Any]
-    decompose_and_verify: ModelDecomposeAndVerify[Any]
+    decompose_and_verify: ModelDecomposeAndVerify[Any] | None
     screener: ModelScreener[Any] | None = None
 
     def worst_case(self, passage_tokens: int) -> list[Usage]:

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import openai
 from openai import AsyncOpenAI
+from openai.types import CompletionUsage
+from openai.types.chat import ChatCompletionChunk
 from openai.types.shared_params import ResponseFormatJSONSchema
 
 from provenance import metrics
@@ -28,10 +30,11 @@ from provenance.errors import ModelError, ModelOutputError
 from provenance.passages import ScoredPassage
 from provenance.ports import Profile, Usage
 from provenance.profiles.base import ModelCalls, ModelDecomposeAndVerify, ModelGenerator, ModelPort
-from provenance.profiles.local import LocalScreener
+from provenance.profiles.local import LocalScreener, SentenceDecomposer
 from provenance.profiles.outputs import Tool, call_name
-from provenance.sdk import SdkErrors, chat_usage, sdk_failures
+from provenance.sdk import CHARS_PER_TOKEN_ESTIMATE, SdkErrors, chat_usage, sdk_failures
 from provenance.settings import Settings
+from provenance.streamed_calls import Bounds, Pace, Watch, estimated_tokens
 from provenance.verifiers import LocalVerifier, build_verifier
 
 VERIFIER_NAME = "openai-entailment"
@@ -40,6 +43,8 @@ NO_KEY = "not-needed"
 # An answer of one to three sentences has a handful of atomic facts; a small model that loops would
 # otherwise write claims until max_tokens cuts it off.
 MAX_CLAIMS = 8
+# How much longer than a call's ceiling the SDK's own timeout is: never the bound that ends a call.
+SDK_TIMEOUT_MARGIN_S = 10.0
 
 
 def make_client(settings: Settings) -> AsyncOpenAI:
@@ -49,7 +54,8 @@ def make_client(settings: Settings) -> AsyncOpenAI:
         # None is the SDK's default: OpenAI's API, or OPENAI_BASE_URL, which it reads itself.
         base_url=s.base_url or None,
         api_key=s.api_key or NO_KEY,
-        timeout=s.timeout_s,
+        # The calls' own bounds (`streamed_calls`) end a call first; the SDK's timeout only backs them up.
+        timeout=s.timeout_s + SDK_TIMEOUT_MARGIN_S,
         max_retries=s.max_retries,
     )
 
@@ -126,40 +132,98 @@ async def call_structured(
     passage_ids: Sequence[str],
     max_tokens: int,
     what: str,
+    bounds: Bounds,
+    pace: Pace,
 ) -> tuple[dict[str, object], Usage]:
-    """One chat completion asked for `tool`'s output; returns the decoded object and the usage. Every
-    failure is a ModelError whose message says which it was (and whose call and kind the metrics count)."""
+    """One chat completion asked for `tool`'s output, streamed under `bounds` (`provenance.streamed_calls`);
+    returns the decoded object and the usage. Every failure is a ModelError whose message says which it was
+    (and whose call and kind the metrics count)."""
     call = call_name(what)
     metrics.model_call(call)
+    prompt = system + user
+    watch = Watch(
+        bounds,
+        pace,
+        model=model,
+        prompt_tokens=estimated_tokens(prompt, CHARS_PER_TOKEN_ESTIMATE),
+        what=what,
+        call=call,
+        server=SERVER,
+    )
     with sdk_failures(SDK_ERRORS, what=what, call=call, server=SERVER):
-        response = await client.chat.completions.create(
-            model=model,
-            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-            max_tokens=max_tokens,
-            # The answer should be the passages', not the sampler's: the same question gets the same answer.
-            temperature=0,
-            response_format=response_format(tool, passage_ids),
+        stream = await watch.opened(
+            client.chat.completions.create(
+                model=model,
+                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+                max_tokens=max_tokens,
+                # The answer should be the passages', not the sampler's: the same question gets the same answer.
+                temperature=0,
+                response_format=response_format(tool, passage_ids),
+                stream=True,
+                # The token counts come in a last chunk of their own (servers that don't send it are estimated).
+                stream_options={"include_usage": True},
+            )
         )
-    try:
-        usage = chat_usage(model, response, system + user, max_tokens)
-        choice = response.choices[0]
-        finish_reason = choice.finish_reason
-        content = choice.message.content
-        refusal = getattr(choice.message, "refusal", None)
-    except (AttributeError, TypeError, IndexError) as exc:
-        # Without strict validation the SDK builds its models from whatever JSON arrived.
-        raise ModelError(f"{what}: the {SERVER} sent a malformed response", call=call, kind="malformed") from exc
-    if finish_reason == "length":
+        try:
+            reply = await _read(watch, stream)
+        finally:
+            await stream.close()
+    if not reply.chunks:
+        # A body that is no chunk stream at all (a proxy's page sent as 200) parses as an empty stream.
+        raise ModelError(f"{what}: the {SERVER} sent a malformed response", call=call, kind="malformed")
+    usage = chat_usage(model, reply, prompt, max_tokens)
+    if reply.finish_reason == "length":
         raise ModelOutputError(
             f"{what}: the model's output was cut off at max_tokens", usage, call=call, kind="cut_off"
         )
-    if not isinstance(content, str) or not content.strip():
-        said = "declined (a refusal)" if refusal else f"sent no content (finish_reason={finish_reason})"
+    content = "".join(reply.content)
+    if not content.strip():
+        said = "declined (a refusal)" if reply.refusal else f"sent no content (finish_reason={reply.finish_reason})"
         raise ModelOutputError(f"{what}: the model {said}", usage, call=call)
     decoded = decode_object(content)
     if decoded is None:
         raise ModelOutputError(f"{what}: the model's output is not a JSON object", usage, call=call)
     return decoded, usage
+
+
+class _Reply:
+    """A streamed reply as its chunks build it: the content's pieces, why it stopped, and its usage."""
+
+    def __init__(self) -> None:
+        self.chunks = 0
+        self.content: list[str] = []
+        self.refusal = False
+        self.finish_reason: str | None = None
+        self.usage: CompletionUsage | None = None
+
+
+def _tokens(chunk: ChatCompletionChunk) -> int:
+    # A server sends about one token a chunk; a chunk with only the role, or only the usage, carries none.
+    return int(any(c.delta is not None and (c.delta.content or c.delta.refusal) for c in chunk.choices or ()))
+
+
+async def _read(watch: Watch, stream: AsyncIterator[ChatCompletionChunk]) -> _Reply:
+    reply = _Reply()
+    try:
+        async for chunk in watch.chunks(stream, _tokens):
+            reply.chunks += 1
+            if chunk.usage is not None:
+                reply.usage = chunk.usage
+            for choice in chunk.choices or ():
+                if choice.index != 0:
+                    continue
+                if choice.delta is not None and choice.delta.content:
+                    reply.content.append(choice.delta.content)
+                if choice.delta is not None and choice.delta.refusal:
+                    reply.refusal = True
+                if choice.finish_reason is not None:
+                    reply.finish_reason = choice.finish_reason
+    except (AttributeError, TypeError) as exc:
+        # Without strict validation the SDK builds its models from whatever JSON arrived.
+        raise ModelError(
+            f"{watch.what}: the {SERVER} sent a malformed response", call=watch.call, kind="malformed"
+        ) from exc
+    return reply
 
 
 # --- the ports -------------------------------------------------------------------------------------
@@ -180,6 +244,8 @@ class _OpenAIPort(ModelPort[AsyncOpenAI]):
             passage_ids=[p.id for p in passages],
             max_tokens=self.max_output_tokens,
             what=what,
+            bounds=self.bounds,
+            pace=self.pace,
         )
 
 
@@ -200,9 +266,17 @@ def build_openai_models(settings: Settings, client: AsyncOpenAI | None = None) -
     client = client or make_client(settings)
     model = settings.openai.model
     limit = settings.openai.max_output_tokens or None
+    bounds = settings.openai.bounds
+    # One server, one pace: what the answer's call measures, the claims call's bound uses.
+    pace = Pace(bounds.prompt_tokens_per_s)
+    claims = (
+        OpenAIDecomposeAndVerify(client, model, max_output_tokens=limit, bounds=bounds, pace=pace)
+        if settings.claims_from == "model"
+        else None
+    )
     return ModelCalls(
-        generator=OpenAIGenerator(client, model, max_output_tokens=limit),
-        decompose_and_verify=OpenAIDecomposeAndVerify(client, model, max_output_tokens=limit),
+        generator=OpenAIGenerator(client, model, max_output_tokens=limit, bounds=bounds, pace=pace),
+        decompose_and_verify=claims,
     )
 
 
@@ -233,4 +307,7 @@ def build_openai_profile(
         sentence_vectors=local.sentence_vectors,
         word_vectors=local.word_vectors,
         decompose_and_verify=models.decompose_and_verify,
+        # CLAIMS_FROM=sentences: the answer's sentences, judged on this machine alone.
+        decomposer=SentenceDecomposer() if models.decompose_and_verify is None else None,
+        passage_tokens=settings.openai.passage_tokens,
     )

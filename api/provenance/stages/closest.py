@@ -32,15 +32,36 @@ async def closest_sentences(
     """Passage id -> its sentence closest to the question; a passage without sentences has none."""
     if not passages:
         return {}
-    relevance: list[list[SentenceScore]] | None = None
-    if isinstance(verifier, RanksSentences):
-        relevance = await verifier.sentence_relevance(question, passages)
-    similarity = await asyncio.to_thread(_by_similarity, question, passages, embedder)
+    relevance, similarity = await sentence_scores(question, passages, verifier, embedder)
     out: dict[str, ClosestSentence] = {}
     for i, (passage, similar) in enumerate(zip(passages, similarity, strict=True)):
         if similar:
             out[passage.id] = _closest(similar, relevance[i] if relevance is not None else None)
     return out
+
+
+async def sentence_scores(
+    question: str, passages: Sequence[ScoredPassage], verifier: Verifier, embedder: Embedder
+) -> tuple[list[list[SentenceScore]] | None, list[list[SentenceScore]]]:
+    """How close each sentence of each passage (by its stored spans) is to the question: the verifier's
+    relevance, when it ranks sentences (else None), and the embedding similarity."""
+    relevance: list[list[SentenceScore]] | None = None
+    if isinstance(verifier, RanksSentences):
+        relevance = await verifier.sentence_relevance(question, passages)
+    similarity = await asyncio.to_thread(_by_similarity, question, passages, embedder)
+    return relevance, similarity
+
+
+def ranked(similar: Sequence[SentenceScore], relevant: Sequence[SentenceScore] | None) -> list[int]:
+    """A passage's sentences, closest to the question first, by the judgment `closest_sentences` makes: the
+    verifier's relevance where it tells them apart, then similarity; the earlier of equals first."""
+    use_relevance = relevant is not None and len(relevant) == len(similar)
+
+    def key(k: int) -> tuple[float, float, int]:
+        rel = round(relevant[k].score / RESOLUTION) if use_relevance and relevant is not None else 0
+        return (-rel, -similar[k].score, k)
+
+    return sorted(range(len(similar)), key=key)
 
 
 def _closest(similar: Sequence[SentenceScore], relevant: Sequence[SentenceScore] | None) -> ClosestSentence:
