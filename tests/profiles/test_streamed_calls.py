@@ -153,7 +153,9 @@ async def test_a_call_slow_to_its_first_token_but_steady_succeeds(scripted: Scri
     assert generation.answer == ANSWER["answer"] and generation.used_passage_ids == [PASSAGE.id]
     # While it wrote, the stage and its tokens so far, counting up; never the text.
     assert told and {p.stage for p in told} == {"generation"}
-    assert [p.tokens for p in told] == sorted({p.tokens for p in told}) and told[0].tokens >= 1
+    # First the model reading the prompt (no tokens yet), then each token it writes.
+    assert told[0].tokens == 0 and told[-1].tokens >= 1
+    assert [p.tokens for p in told] == sorted({p.tokens for p in told})
     assert all(set(msgspec_fields(p)) == {"stage", "tokens", "elapsed_s"} for p in told)
     assert scripted.requests == 1
 
