@@ -140,6 +140,16 @@ class FeedbackSettings(msgspec.Struct, frozen=True, kw_only=True):
     flush_ms: float = 500.0
 
 
+def _bounds(calls: AnthropicSettings | OpenAISettings) -> Bounds:
+    """A profile's streamed-call bounds, from its settings of the same names."""
+    return Bounds(
+        first_token_s=calls.first_token_s,
+        prompt_tokens_per_s=calls.prompt_tokens_per_s,
+        gap_s=calls.token_gap_s,
+        ceiling_s=calls.timeout_s,
+    )
+
+
 class AnthropicSettings(msgspec.Struct, frozen=True, kw_only=True):
     api_key: str | None = None
     base_url: str | None = None
@@ -157,12 +167,7 @@ class AnthropicSettings(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def bounds(self) -> Bounds:
-        return Bounds(
-            first_token_s=self.first_token_s,
-            prompt_tokens_per_s=self.prompt_tokens_per_s,
-            gap_s=self.token_gap_s,
-            ceiling_s=self.timeout_s,
-        )
+        return _bounds(self)
 
 
 class OpenAISettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -205,12 +210,7 @@ class OpenAISettings(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def bounds(self) -> Bounds:
-        return Bounds(
-            first_token_s=self.first_token_s,
-            prompt_tokens_per_s=self.prompt_tokens_per_s,
-            gap_s=self.token_gap_s,
-            ceiling_s=self.timeout_s,
-        )
+        return _bounds(self)
 
 
 class JudgeSettings(msgspec.Struct, frozen=True, kw_only=True):
