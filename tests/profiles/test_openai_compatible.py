@@ -19,6 +19,7 @@ from provenance.errors import ModelOutputError, SettingsError
 from provenance.guards.base import NoGuards, Reservation
 from provenance.guards.spend import request_estimate_usd
 from provenance.llm_server import RunningServer, server_available, serving, smollm2_gguf
+from provenance.passages import ScoredPassage
 from provenance.pipeline import Pipeline
 from provenance.ports import Usage
 from provenance.pricing import HAIKU_4_5, cost_usd, price_for, price_table
@@ -36,6 +37,15 @@ from provenance.wire import AskResponse, SpendStage
 from tests.scripted_server import ScriptedServer, StreamPlan
 
 MODEL = "smollm2-135m-instruct"
+
+# The one-passage corpus both real-server tests ask about.
+LOCKER_PRICE = ScoredPassage(
+    id="lockers.md#prices",
+    source="lockers.md",
+    heading="Lockers",
+    text="A standard locker costs $14 a month.",
+    score=1,
+)
 
 
 def openai_settings(base: Settings, base_url: str, **overrides: object) -> Settings:
@@ -240,18 +250,11 @@ async def test_the_pipeline_through_a_real_model_server(
 
 @pytest.mark.timeout(600)
 async def test_the_real_server_streams_its_tokens_and_counts(llama_server: RunningServer) -> None:
-    from provenance.passages import ScoredPassage
     from provenance.streamed_calls import PROGRESS, Progress
 
     settings = openai_settings(Settings(), llama_server.base_url, openai_max_output_tokens=64)
     models = build_openai_models(settings)
-    passage = ScoredPassage(
-        id="lockers.md#prices",
-        source="lockers.md",
-        heading="Lockers",
-        text="A standard locker costs $14 a month.",
-        score=1,
-    )
+    passage = LOCKER_PRICE
     told: list[Progress] = []
     token = PROGRESS.set(told.append)
     try:
@@ -413,17 +416,10 @@ async def test_a_server_that_reports_no_usage_is_booked_at_an_estimate(
 async def test_the_judge_reads_a_probability_from_the_real_servers_logprobs(llama_server: RunningServer) -> None:
     from provenance.judges import client_for
     from provenance.judges.model import ModelJudge
-    from provenance.passages import ScoredPassage
 
     settings = Settings().with_overrides(judge_timeout_s=300)
     judge = ModelJudge(client_for(settings, llama_server.base_url), MODEL, server="local", calibration=None)
-    passage = ScoredPassage(
-        id="lockers.md#prices",
-        source="lockers.md",
-        heading="Lockers",
-        text="A standard locker costs $14 a month.",
-        score=1,
-    )
+    passage = LOCKER_PRICE
     support = await judge.support("Standard lockers are $14 monthly.", passage)
     relevance = await judge.relevance("How much is a locker?", "Standard lockers are $14 monthly.", "Lockers")
     for judged in (support, relevance):
