@@ -86,9 +86,9 @@ def run_suite(suite: Suite, base_url: str, fresh: bool, judged: bool = False) ->
         "PROFILE": "openai",
         "OPENAI_BASE_URL": base_url,
         "OPENAI_MODEL": MODEL_NAME,
-        # No OPENAI_TIMEOUT_S of its own: calls are bounded on their progress (first token, token gap,
-        # ceiling; provenance.streamed_calls), and the profile's defaults are the CPU server's.
-        "OPENAI_MAX_RETRIES": "0",
+        # No OPENAI_TIMEOUT_S or OPENAI_MAX_RETRIES of its own: calls are bounded on their progress (first
+        # token, token gap, ceiling; provenance.streamed_calls), a retry only repeats a call that failed before
+        # its response began, and the profile's defaults are the CPU server's: what a self-hoster runs.
         **(judge_env(base_url) if judged else {}),
     }
     name = records_name(suite, judged)

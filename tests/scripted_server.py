@@ -11,8 +11,9 @@ from typing import Any
 
 class StreamPlan:
     """How a streamed completion is sent: `first_token_s` before its first chunk, `gap_s` between chunks
-    (of `chars` characters each), silent for good after `stall_after` chunks, or never ending (`endless`:
-    whitespace, a chunk every `gap_s`, after the content)."""
+    (of `chars` characters each), silent for good after `stall_after` chunks, cut off (the connection closed
+    short of the length it promised) after `break_after` chunks, or never ending (`endless`: whitespace, a
+    chunk every `gap_s`, after the content)."""
 
     def __init__(
         self,
@@ -21,12 +22,14 @@ class StreamPlan:
         gap_s: float = 0.0,
         chars: int = 4,
         stall_after: int | None = None,
+        break_after: int | None = None,
         endless: bool = False,
     ) -> None:
         self.first_token_s = first_token_s
         self.gap_s = gap_s
         self.chars = chars
         self.stall_after = stall_after
+        self.break_after = break_after
         self.endless = endless
 
 
@@ -94,7 +97,9 @@ class ScriptedServer:
 
     async def _stream(self, writer: asyncio.StreamWriter) -> None:
         plan = self.plan
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
+        # A body of a promised length that ends short is what a server that died mid-answer looks like.
+        length = b"content-length: 1000000\r\n" if plan.break_after is not None else b""
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n%sconnection: close\r\n\r\n" % length)
         await writer.drain()
         chunks = self._chunks()
         await asyncio.sleep(plan.first_token_s)
@@ -109,6 +114,8 @@ class ScriptedServer:
                     await asyncio.sleep(plan.gap_s)
             if plan.stall_after is not None and sent >= plan.stall_after:
                 await asyncio.sleep(3600)
+            if plan.break_after is not None and sent >= plan.break_after:
+                return
             writer.write(b"data: %s\n\n" % json.dumps(chunk).encode())
             await writer.drain()
             if chunk["choices"] and chunk["choices"][0]["delta"].get("content"):

@@ -113,6 +113,9 @@ class CaseResult(msgspec.Struct, rename="camel", kw_only=True):
     # Whether a retrieved passage (the top k) holds a reference answer: recall@k, what even a perfect model's
     # answer needs. None for a case without reference strings.
     retrieved_answer: bool | None = None
+    # A blocked case's message ("... (generation: the model's output was cut off at max_tokens)"): which call
+    # failed and how, so a run's model errors can be told apart.
+    message: str | None = None
 
     @property
     def correct(self) -> bool:
@@ -218,6 +221,7 @@ def to_result(case: Case, response: AskResponse, candidate: str | None) -> CaseR
             if case.expect == "answer"
             else None
         ),
+        message=response.message if response.status == "blocked" else None,
     )
 
 

@@ -12,10 +12,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
-import httpx
-
 from provenance.errors import ModelError
+from provenance.logs import get_logger
 from provenance.ports import Usage
+from provenance.streamed_calls import Watch
+
+log = get_logger("provenance.sdk")
+# The HTTP stacks under the SDKs (httpx, and httpx2, its fork, which both SDKs now use): their errors' words are
+# safe to log.
+_TRANSPORTS = {"httpx", "httpcore", "httpx2", "httpcore2"}
 
 # A server that reports no token counts is booked at an estimate: characters over this, rounded up (about
 # four characters a token in English; three errs toward the cap).
@@ -31,6 +36,16 @@ class SdkErrors(NamedTuple):
     base: type[Exception]
 
 
+def _from_transport(cls: type) -> bool:
+    return cls.__module__.split(".")[0] in _TRANSPORTS
+
+
+def _transport_error(exc: BaseException, base: str) -> bool:
+    """Whether `exc` is an HTTP stack's `base` (httpx's class names, which its fork keeps): matched by name,
+    so neither stack need be the one installed."""
+    return any(cls.__name__ == base and _from_transport(cls) for cls in type(exc).__mro__)
+
+
 def sdk_failure(exc: Exception, errors: SdkErrors, *, what: str, call: str, server: str) -> ModelError | None:
     """The ModelError a failed SDK call is, or None for an exception that is no model failure. Messages name
     the failure only: SDK errors can carry response bodies and the server's address, and none of it helps a
@@ -44,10 +59,11 @@ def sdk_failure(exc: Exception, errors: SdkErrors, *, what: str, call: str, serv
         return ModelError(f"{what}: could not reach the {server}", call=call, kind="connection")
     if isinstance(exc, errors.base):
         return ModelError(f"{what}: the model call failed ({type(exc).__name__})", call=call)
-    # A stream's body is read after the SDK has handed it over: what breaks then is httpx's, unwrapped.
-    if isinstance(exc, httpx.TimeoutException):
+    # A stream's body is read after the SDK has handed it over: what breaks then is the HTTP stack's,
+    # unwrapped (httpx's, or httpx2's, the fork both SDKs now send through).
+    if _transport_error(exc, "TimeoutException"):
         return ModelError(f"{what}: the {server} did not answer in time", call=call, kind="timeout")
-    if isinstance(exc, httpx.TransportError):
+    if _transport_error(exc, "TransportError"):
         return ModelError(f"{what}: the connection to the {server} broke off", call=call, kind="connection")
     if isinstance(exc, ValueError):
         # Both SDKs let a body that isn't JSON at all (a proxy's HTML error page) escape as JSONDecodeError.
@@ -56,17 +72,39 @@ def sdk_failure(exc: Exception, errors: SdkErrors, *, what: str, call: str, serv
 
 
 @contextmanager
-def sdk_failures(errors: SdkErrors, *, what: str, call: str, server: str) -> Iterator[None]:
+def sdk_failures(errors: SdkErrors, *, what: str, call: str, server: str, watch: Watch | None = None) -> Iterator[None]:
     """Around one SDK call: its failures raised as the ModelError they are (`sdk_failure`), any other
     exception as it is. Only a malformed reply keeps the SDK's exception as its cause: the others' can
-    carry response bodies."""
+    carry response bodies. A streamed call's `watch` tells a connection lost mid-answer (which the SDKs
+    raise as one they could not make) from one never made."""
     try:
         yield
     except Exception as exc:
         failure = sdk_failure(exc, errors, what=what, call=call, server=server)
         if failure is None:
             raise
+        if watch is not None and watch.tokens and failure.kind == "connection":
+            failure = watch.broke_off()
+        # The wire's detail names the failure only; an operator needs to know what broke underneath.
+        log.warning("model_call_failed", call=call, kind=failure.kind, error=failure_chain(exc))
         raise failure from (exc if failure.kind == "malformed" else None)
+
+
+def failure_chain(exc: BaseException) -> str:
+    """What broke, outermost first: each exception's class, and the transport's own words where it is
+    the transport's or the socket's ("Server disconnected without sending a response"), which carry no
+    response body. An SDK's own messages are left out: they can quote the response."""
+    parts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        name = type(current).__name__
+        if (isinstance(current, OSError) or _from_transport(type(current))) and str(current):
+            name = f"{name}: {current}"
+        parts.append(name)
+        current = current.__cause__ or current.__context__
+    return " <- ".join(parts)
 
 
 def chat_usage(model: str, response: Any, prompt: str, max_tokens: int) -> Usage:

@@ -165,12 +165,19 @@ class Watch:
         else:
             why = f"no token within {self.bounds.ceiling_s:g} s, the most one call may take (the ceiling)"
         message = f"{self.what}: the {self.server} did not answer in time: {why}"
+        return ModelError(message, self._usage_so_far(), call=self.call, kind="timeout")
+
+    def broke_off(self) -> ModelError:
+        """The ModelError for a connection lost after the stream began: the server went away mid-answer."""
+        message = f"{self.what}: the connection to the {self.server} broke off after {self.tokens} tokens"
+        return ModelError(message, self._usage_so_far(), call=self.call, kind="connection")
+
+    def _usage_so_far(self) -> Usage | None:
         # A call cut off after it wrote has been paid for what it read and wrote (by estimate: the server
         # counts only at the end); one cut off before its first token, like any failed call, for nothing.
-        usage = None
-        if self.tokens:
-            usage = Usage(model=self.model, input_tokens=self.prompt_tokens, output_tokens=self.tokens)
-        return ModelError(message, usage, call=self.call, kind="timeout")
+        if not self.tokens:
+            return None
+        return Usage(model=self.model, input_tokens=self.prompt_tokens, output_tokens=self.tokens)
 
     async def opened(self, start: Awaitable[T]) -> T:
         """The response's start (an SDK's stream object), under the first-token bound."""

@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+import structlog
 
 from provenance.embedder import Embedder
 from provenance.errors import ModelOutputError, SettingsError
+from provenance.evals import Case, to_result
 from provenance.guards.base import NoGuards, Reservation
 from provenance.guards.spend import request_estimate_usd
 from provenance.llm_server import RunningServer, server_available, serving, smollm2_gguf
@@ -294,12 +296,17 @@ async def test_a_server_that_stopped_is_a_model_error(
     with serving(_smollm2(), log=tmp_path / "server.log") as server:
         pipeline, guards = await make_pipeline(corpus_services, embedder, server.base_url, openai_timeout_s=5)
     # The context has stopped the server: the same pipeline now finds nothing listening.
-    outcome = await pipeline.ask(QUESTIONS[0], request_id="test-openai-stopped")
+    with structlog.testing.capture_logs() as logs:
+        outcome = await pipeline.ask(QUESTIONS[0], request_id="test-openai-stopped")
     r = outcome.response
     assert outcome.http_status == 200
     assert r.status == "blocked" and r.reason == "model_error"
     assert "could not reach the model server" in (r.message or "")
     assert guards.settled == [] and guards.cached == []
+    # The wire names the failure; the log says what broke under the SDK, for whoever runs the server.
+    [failed] = [e for e in logs if e["event"] == "model_call_failed"]
+    assert failed["call"] == "generation" and failed["kind"] == "connection"
+    assert failed["error"].startswith("APIConnectionError <- ConnectError: "), failed["error"]
 
 
 # --- a server that fails on cue ------------------------------------------------------------------------
@@ -354,6 +361,27 @@ async def test_a_server_that_stalls_mid_answer_is_a_model_error_naming_the_gap(
     assert len(scripted[0].requests) == 1
     [usage] = guards.settled
     assert usage.output_tokens == 3 and usage.input_tokens > 100
+
+
+async def test_a_server_that_breaks_off_mid_answer_is_a_model_error(
+    scripted: tuple[ScriptedServer, str], corpus_services: Services, embedder: Embedder
+) -> None:
+    scripted[0].completion('{"answer": "A standard locker costs $14 per month.", "used_passage_ids": []}')
+    scripted[0].plan = StreamPlan(break_after=3)
+    with structlog.testing.capture_logs() as logs:
+        r, guards = await _ask_failing(scripted, corpus_services, embedder, openai_max_retries=1)
+    assert "generation: the connection to the model server broke off after 3 tokens" in (r.message or "")
+    # Not asked again from zero, and what it wrote is settled (an estimate, as for a call cut off on a bound).
+    assert len(scripted[0].requests) == 1
+    [usage] = guards.settled
+    assert usage.output_tokens == 3 and usage.input_tokens > 100
+    [failed] = [e for e in logs if e["event"] == "model_call_failed"]
+    assert failed["kind"] == "connection" and failed["error"].startswith(
+        "APIConnectionError <- RemoteProtocolError: "
+    ), failed
+    # An eval run's record keeps the message, so its model errors can be told apart.
+    case = Case(id="c", bucket="answerable", question=LOCKERS, expect="answer", mustIncludeAny=["$14"])
+    assert to_result(case, r, None).message == r.message
 
 
 @pytest.mark.parametrize("status", [400, 404, 500, 503])

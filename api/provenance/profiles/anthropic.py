@@ -92,7 +92,7 @@ async def call_tool(
     metrics.model_call(call)
     prompt_tokens = estimated_tokens(system + user, CHARS_PER_TOKEN_ESTIMATE)
     watch = Watch(bounds, pace, model=model, prompt_tokens=prompt_tokens, what=what, call=call, server=SERVER)
-    with sdk_failures(SDK_ERRORS, what=what, call=call, server=SERVER):
+    with sdk_failures(SDK_ERRORS, what=what, call=call, server=SERVER, watch=watch):
         manager = client.messages.stream(
             model=model,
             max_tokens=max_tokens,

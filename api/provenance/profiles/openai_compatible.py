@@ -150,7 +150,7 @@ async def call_structured(
         call=call,
         server=SERVER,
     )
-    with sdk_failures(SDK_ERRORS, what=what, call=call, server=SERVER):
+    with sdk_failures(SDK_ERRORS, what=what, call=call, server=SERVER, watch=watch):
         stream = await watch.opened(
             client.chat.completions.create(
                 model=model,
