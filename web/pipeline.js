@@ -202,6 +202,7 @@ function stageFigures(key, s) {
       add('model', s.model);
       if (s.inputTokens || s.outputTokens) add('tokens', `${fmtInt(s.inputTokens)} in · ${fmtInt(s.outputTokens)} out`);
       if (s.empty) add('output', 'empty (no answer)');
+      if (s.cutOff) add('output', 'cut off at the token limit: its complete sentences were checked');
       if ((s.usedPassageIds || []).length) add('passages used', s.usedPassageIds.length);
       break;
     case 'decomposition':

@@ -21,6 +21,7 @@ RuntimeError
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 import msgspec
@@ -127,12 +128,20 @@ class ModelError(Exception):
 
 
 class ModelOutputError(ModelError):
-    """The call succeeded and was billed, but its tool output was unusable; `usage` is what it cost."""
+    """The call succeeded and was billed, but its tool output was unusable; `usage` is what it cost. An
+    output cut off at max_tokens carries what it got to (`partial`: the object as far as it was written)."""
 
     def __init__(
-        self, message: str, usage: Usage, *, call: str = "unknown", kind: ModelErrorKind = "bad_output"
+        self,
+        message: str,
+        usage: Usage,
+        *,
+        call: str = "unknown",
+        kind: ModelErrorKind = "bad_output",
+        partial: Mapping[str, object] | None = None,
     ) -> None:
         super().__init__(message, usage, call=call, kind=kind)
+        self.partial = partial
 
 
 class JudgeError(ModelError):

@@ -34,6 +34,8 @@ class Generation(msgspec.Struct, frozen=True):
     answer: str
     used_passage_ids: list[str]
     usage: Usage
+    # The model's output was cut off at max_tokens and `answer` is its complete sentences up to the cut.
+    cut_off: bool = False
 
 
 class Decomposition(msgspec.Struct, frozen=True):

@@ -180,6 +180,8 @@ class GenerationStage(Wire):
     # closest to the question to fit the profile's budget (`stages/prompt_passages.py`); None: no budget.
     prompt_passage_tokens: int | None = None
     cut_passage_ids: list[str] = msgspec.field(default_factory=list)
+    # The model's output was cut off at max_tokens; the answer checked is its complete sentences up to the cut.
+    cut_off: bool = False
 
 
 class DecompositionStage(Wire):

@@ -25,11 +25,13 @@ from provenance.passages import ScoredPassage
 from provenance.pipeline import Pipeline
 from provenance.ports import Usage
 from provenance.pricing import HAIKU_4_5, cost_usd, price_for, price_table
+from provenance.profiles.base import cut_off_answer
 from provenance.profiles.openai_compatible import (
     MAX_CLAIMS,
     build_openai_models,
     build_openai_profile,
     decode_object,
+    partial_object,
     response_format,
 )
 from provenance.profiles.outputs import ANSWER, CHECKED_CLAIMS
@@ -427,6 +429,44 @@ async def test_unusable_output_is_a_billed_model_error(
     assert guards.settled == [Usage(model=MODEL, input_tokens=321, output_tokens=1024)]
     sent = scripted[0].requests[-1]
     assert sent["response_format"]["type"] == "json_schema" and sent["temperature"] == 0
+
+
+async def test_an_answer_cut_off_in_a_loop_is_checked_as_its_complete_sentences(
+    scripted: tuple[ScriptedServer, str], corpus_services: Services, embedder: Embedder
+) -> None:
+    # A small model that loops writes the same sentence until the token limit stops it mid-way.
+    looped = "A standard locker costs $14 per month. " * 6 + "A standard locker co"
+    scripted[0].completion('{"answer": "' + looped, "length")
+    pipeline, guards = await make_pipeline(corpus_services, embedder, scripted[1], claims_from="sentences")
+    r = (await pipeline.ask(LOCKERS, request_id="test-openai-cut-off")).response
+    g = r.stages.generation
+    assert g.cut_off and "cut off at its token limit" in (g.detail or "")
+    # Checked like any answer: the sentence once, the half sentence dropped; and the tokens are settled.
+    assert r.stages.decomposition.claim_count == 1
+    assert r.status == "answered", (r.status, r.reason, r.message)
+    assert r.answer == "A standard locker costs $14 per month."
+    assert [u for u in guards.settled if u.model == MODEL] == [Usage(model=MODEL, input_tokens=321, output_tokens=1024)]
+
+
+def test_a_cut_off_reply_is_read_as_far_as_it_got() -> None:
+    assert partial_object('Sure: {"answer": "Yes. It is", "used_passage_ids": ["a"') == {
+        "answer": "Yes. It is",
+        "used_passage_ids": ["a"],
+    }
+    assert partial_object("no object here") is None
+    usage = Usage(model=MODEL)
+
+    def cut(answer: str) -> str | None:
+        exc = ModelOutputError("cut off", usage, kind="cut_off", partial={"answer": answer})
+        out = cut_off_answer(exc)
+        return None if out is None else out.answer
+
+    assert cut("Lockers cost $14. Lockers cost $14. They are ren") == "Lockers cost $14."
+    assert cut('Members may "borrow tools." Ask a steward!') == 'Members may "borrow tools." Ask a steward!'
+    assert cut('Ask for the "member rate."') == 'Ask for the "member rate."'
+    assert cut("Lockers cost $14 per mon") is None
+    other = ModelOutputError("not JSON", usage, kind="bad_output", partial={"answer": "Lockers cost $14."})
+    assert cut_off_answer(other) is None
 
 
 async def test_a_server_that_reports_no_usage_is_booked_at_an_estimate(

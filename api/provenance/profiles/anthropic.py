@@ -119,7 +119,11 @@ async def call_tool(
         raise ModelError(f"{what}: the {SERVER} sent a malformed response", call=call, kind="malformed") from exc
     if response.stop_reason == "max_tokens":
         cut_off = f"{what}: the model's output was cut off at max_tokens"
-        raise ModelOutputError(cut_off, usage, call=call, kind="cut_off")
+        # The SDK parses a streamed tool input as it comes, so a cut-off one is the object as far as it got.
+        partial = next(
+            (dict(b.input) for b in content if isinstance(b, ToolUseBlock) and isinstance(b.input, dict)), None
+        )
+        raise ModelOutputError(cut_off, usage, call=call, kind="cut_off", partial=partial)
     for block in content:
         if isinstance(block, ToolUseBlock) and block.name == name and isinstance(block.input, dict):
             return dict(block.input), usage

@@ -14,6 +14,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from provenance.errors import ModelOutputError
 from provenance.passages import ScoredPassage
 from provenance.ports import Decomposition, Generation, ScreenVerdict, Usage, Verification
 from provenance.profiles.outputs import (
@@ -38,6 +39,7 @@ from provenance.profiles.prompts import (
     screen_user,
 )
 from provenance.streamed_calls import Bounds, Pace
+from provenance.text import split_sentences
 
 # For the spend cap's worst case: the system prompt, output schema and question, on top of the passages.
 PROMPT_OVERHEAD_TOKENS = 2000
@@ -99,10 +101,37 @@ class ModelGenerator(ModelPort[Client]):
             # Nothing to answer from: the empty answer is the only grounded one, and it is free.
             return Generation(answer="", used_passage_ids=[], usage=Usage(model=self.model))
         user = generate_user(question, passages)
-        raw, usage = await self._call(
-            system=GENERATE_SYSTEM, user=user, tool=ANSWER, passages=passages, what="generation"
-        )
+        try:
+            raw, usage = await self._call(
+                system=GENERATE_SYSTEM, user=user, tool=ANSWER, passages=passages, what="generation"
+            )
+        except ModelOutputError as exc:
+            salvaged = cut_off_answer(exc)
+            if salvaged is None:
+                raise
+            usage = exc.usage or Usage(model=self.model)
+            return msgspec.structs.replace(generation(salvaged, passages, usage), cut_off=True)
         return generation(parse_output(raw, AnswerOut, usage, "generation", ["used_passage_ids"]), passages, usage)
+
+
+def cut_off_answer(exc: ModelOutputError) -> AnswerOut | None:
+    """The answer a generation cut off at max_tokens had written, as its complete sentences, each once, or
+    None when it had none. A small model that loops writes the same sentences until the limit: retried at
+    temperature 0 it would loop again, so what it did say is checked like any answer, and the wire says it
+    was cut off. Its last sentence, cut mid-way, is dropped: half a sentence can say the opposite of the whole."""
+    if exc.kind != "cut_off" or exc.partial is None or not isinstance(exc.partial.get("answer"), str):
+        return None
+    text = str(exc.partial["answer"])
+    sentences = split_sentences(text)
+    # A closing quote or bracket may follow the stop ('... the "member rate."').
+    if sentences and not text.rstrip().rstrip("\"')]\u2019\u201d").endswith((".", "!", "?")):
+        sentences = sentences[:-1]
+    kept = list(dict.fromkeys(s for s in sentences if s.strip()))
+    if not kept:
+        return None
+    ids = exc.partial.get("used_passage_ids")
+    used = [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
+    return AnswerOut(answer=" ".join(kept), used_passage_ids=used)
 
 
 class ModelDecomposeAndVerify(ModelPort[Client]):

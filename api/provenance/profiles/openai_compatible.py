@@ -18,6 +18,7 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import jiter
 import openai
 from openai import AsyncOpenAI
 from openai.types import CompletionUsage
@@ -117,6 +118,19 @@ def decode_object(text: str) -> dict[str, object] | None:
     return None
 
 
+def partial_object(text: str) -> dict[str, object] | None:
+    """The JSON object a reply cut off mid-way had begun, as far as it got (a string cut off mid-way kept as
+    written), or None. jiter's partial mode: the parser both SDKs already use for streamed tool input."""
+    start = text.find("{")
+    if start == -1:
+        return None
+    try:
+        value = jiter.from_json(text[start:].encode(), partial_mode="trailing-strings")
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 # The SDK's failures, and what its messages call the other end.
 SDK_ERRORS = SdkErrors(openai.APITimeoutError, openai.APIStatusError, openai.APIConnectionError, openai.OpenAIError)
 SERVER = "model server"
@@ -172,11 +186,15 @@ async def call_structured(
         # A body that is no chunk stream at all (a proxy's page sent as 200) parses as an empty stream.
         raise ModelError(f"{what}: the {SERVER} sent a malformed response", call=call, kind="malformed")
     usage = chat_usage(model, reply, prompt, max_tokens)
+    content = "".join(reply.content)
     if reply.finish_reason == "length":
         raise ModelOutputError(
-            f"{what}: the model's output was cut off at max_tokens", usage, call=call, kind="cut_off"
+            f"{what}: the model's output was cut off at max_tokens",
+            usage,
+            call=call,
+            kind="cut_off",
+            partial=partial_object(content),
         )
-    content = "".join(reply.content)
     if not content.strip():
         said = "declined (a refusal)" if reply.refusal else f"sent no content (finish_reason={reply.finish_reason})"
         raise ModelOutputError(f"{what}: the model {said}", usage, call=call)

@@ -37,6 +37,18 @@ async def generate(question: str, generator: Generator, passages: Sequence[Score
         output_tokens=generation.usage.output_tokens,
         empty=not answer,
         used_passage_ids=used,
-        detail="the generator found nothing in the passages that answers the question" if not answer else None,
+        detail=_detail(generation),
+        cut_off=generation.cut_off,
     )
     return GenerationOutcome(stage, generation)
+
+
+def _detail(generation: Generation) -> str | None:
+    if not generation.answer:
+        return "the generator found nothing in the passages that answers the question"
+    if generation.cut_off:
+        return (
+            "the model's output was cut off at its token limit: its complete sentences up to the cut, each once, "
+            "are the answer checked"
+        )
+    return None
