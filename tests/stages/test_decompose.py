@@ -111,6 +111,24 @@ async def test_an_answer_sentence_no_claim_states_is_checked_as_a_claim_by_the_l
     assert (second.support, second.model_support, second.relevance) == (0.3, None, 0.8)
 
 
+async def test_an_answer_sentence_the_claims_leave_out_is_checked_though_it_has_no_number() -> None:
+    # Seen from a 1.5B model: its claims were all about the email address, and the second sentence, a fact
+    # the passages never state, would have been shown unchecked.
+    answer = "To report an injury, email safety@example.org. There is no defibrillator on site."
+    claims = ["Injuries are reported to safety@example.org.", "The safety email is safety@example.org."]
+    checker = FixedChecker(claims, [(1.0, 1.0), (1.0, 1.0)])
+    outcome = await decompose_and_verify("Who do I email about an injury?", answer, PASSAGES, checker)
+    assert outcome.claims == [*claims, "There is no defibrillator on site."] and outcome.stage.added == 1
+
+
+async def test_an_answer_sentence_its_claims_reword_is_not_added() -> None:
+    answer = "Lockers cost $14 a month, and Keyholders get one included."
+    claims = ["A standard locker costs $14 per month.", "Keyholder membership includes one locker."]
+    checker = FixedChecker(claims, [(0.9, 1.0), (0.9, 1.0)])
+    outcome = await decompose_and_verify("How much is a locker?", answer, PASSAGES, checker)
+    assert outcome.claims == claims and outcome.stage.added == 0
+
+
 async def test_a_reply_word_is_not_a_claim_and_a_covered_answer_adds_nothing() -> None:
     answer = "Yes. A standard locker costs $14 per month."
     checker = FixedChecker(["A standard locker costs $14 per month."], [(0.9, 1.0)])

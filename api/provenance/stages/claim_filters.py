@@ -93,12 +93,24 @@ def in_answer(claim: str, answer: str, question: str) -> bool:
 _REPLY_WORD = re.compile(r"^\s*(?:yes|no)\b\s*[,.;:!\u2013\u2014-]+\s*", re.IGNORECASE)
 
 
+# A sentence most of whose content words no claim has was left out of the claims, not reworded in them.
+COVERED_TERMS = 0.5
+
+
 def uncovered_sentences(answer: str, claims: Sequence[str]) -> list[str]:
-    """The answer's sentences with a number no claim has: each still has to be checked, as a claim of its own."""
+    """The answer's sentences that no claim states: one with a number no claim has, or one most of whose
+    content words are in no claim (a small model's claims can leave a sentence out: "There is no
+    defibrillator on site." beside claims about an email address). Each still has to be checked, as a claim
+    of its own."""
     numbers = T.bare_numbers(" ".join(claims))
+    terms = T.content_terms(" ".join(claims))
     out = []
     for sentence in T.split_sentences(answer):
         fact = _REPLY_WORD.sub("", sentence, count=1)
-        if fact and not is_meta_claim(fact) and not T.bare_numbers(_figures(fact)) <= numbers:
+        if not fact or is_meta_claim(fact):
+            continue
+        own = T.content_terms(fact)
+        left_out = bool(own) and len(own & terms) < COVERED_TERMS * len(own)
+        if left_out or not T.bare_numbers(_figures(fact)) <= numbers:
             out.append(fact[0].upper() + fact[1:])
     return out

@@ -45,7 +45,7 @@ def _stage(
     if not_in_answer:
         notes.append(f"dropped {len(not_in_answer)} claim(s) the answer doesn't make")
     if added:
-        notes.append(f"{added} sentence(s) of the answer with a number no claim has, checked as claims themselves")
+        notes.append(f"{added} sentence(s) of the answer no claim states, checked as claims themselves")
     return DecompositionStage(
         status="ok",
         ms=timer.ms,
@@ -73,8 +73,9 @@ async def decompose_and_verify(
 
     The model's decomposition is held to its answer by numbers (claims.in_answer): a claim with a number the
     answer and question lack is dropped (it would refuse a right answer, or pass on a fact nobody is shown),
-    and a sentence of the answer with a number no claim has is added as a claim of its own, judged by the
-    local verifier alone (the model gave it no verdict), so no number shown goes unchecked."""
+    and a sentence of the answer no claim states (a number no claim has, or most of its content words in no
+    claim) is added as a claim of its own, judged by the local verifier alone (the model gave it no
+    verdict), so nothing shown goes unchecked."""
     timer = Timer()
     result, verification = await checker.decompose_and_verify(question, answer, passages)
     kept: list[str] = []
