@@ -192,6 +192,23 @@ async def test_unusable_but_billed_output_is_still_charged(
     assert len(guards.settled) == 3
 
 
+async def test_an_answer_cut_off_at_max_tokens_is_checked_as_far_as_it_got(
+    fake_anthropic: FakeAnthropic, corpus_services: Services, embedder: Embedder
+) -> None:
+    pipeline, guards = await make_pipeline(fake_anthropic, corpus_services, embedder)
+    looped = "A standard locker costs $14 per month. " * 3 + "A standard lo"
+    fake_anthropic.enqueue(
+        Reply(tool_input={"answer": looped}, stop_reason="max_tokens", input_tokens=900, output_tokens=1024),
+        tool=ANSWER_TOOL,
+    )
+    r = (await ask(pipeline)).response
+    assert r.stages.generation.cut_off and r.status != "blocked", (r.status, r.reason, r.message)
+    # What the claims call was given to check: the complete sentence, once (not three times and a half).
+    [claims_request] = fake_anthropic.requests_for(CHECKED_CLAIMS_TOOL)
+    assert claims_request.user_text.count("A standard locker costs $14 per month.") == 1
+    assert Usage(model="claude-haiku-4-5", input_tokens=900, output_tokens=1024) in guards.settled
+
+
 async def test_injection_verdict_blocks_before_generation(
     fake_anthropic: FakeAnthropic, corpus_services: Services, embedder: Embedder
 ) -> None:
