@@ -235,16 +235,18 @@ def beside(rules: Sequence[dict[str, Any]], judged: Sequence[dict[str, Any]]) ->
     holds, and on the cases both hold, since a part-run of one is compared on its own cases only."""
     rule_ids, judged_ids = {r["id"] for r in rules}, {r["id"] for r in judged}
     both = rule_ids & judged_ids
-    columns = [("the rules", rules), ("the 1.5B judging", judged)]
+    columns = [("the model's claims, the rules", rules), ("the answer's sentences, the 1.5B judging", judged)]
     if not rule_ids == judged_ids == both:  # a part-run: compared on its own cases too
         columns += [
-            (f"the rules, the {len(both)} cases both ran", [r for r in rules if r["id"] in both]),
-            (f"the 1.5B judging, the {len(both)} cases both ran", [r for r in judged if r["id"] in both]),
+            (f"the model's claims, the {len(both)} cases both ran", [r for r in rules if r["id"] in both]),
+            (f"the sentences judged, the {len(both)} cases both ran", [r for r in judged if r["id"] in both]),
         ]
     shown = [(label, figures(records)) for label, records in columns if records]
     lines = [
-        "Support and relevance judged by the rules, and by the same model in separate calls (`JUDGE=openai`,",
-        "`--judge`), the writer's answers otherwise the same kind of run:",
+        "Two ways to check a small model's answer, on the same cases. The plain run: the writer's own claims call",
+        "(`CLAIMS_FROM=model`), support and relevance by the rules. The judged run (`--judge`): no claims call,",
+        "the answer's sentences are the claims (`CLAIMS_FROM=sentences`), and the same model judges each one's",
+        "support and relevance in separate one-token calls (`JUDGE=openai`):",
         "",
     ]
     keys = list(shown[0][1])

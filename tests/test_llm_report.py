@@ -130,8 +130,8 @@ def test_a_judged_run_is_set_beside_the_rules_on_the_cases_both_ran(tmp_path: Pa
     for name, records in (("ours.jsonl", rules), ("ours-judge.jsonl", judged)):
         (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     report = render(tmp_path)
-    head = next(line for line in report.splitlines() if line.startswith("| figure | the rules"))
-    assert "the rules, the 1 cases both ran" in head and "the 1.5B judging, the 1 cases both ran" in head
+    head = next(line for line in report.splitlines() if line.startswith("| figure | the model's claims"))
+    assert "the model's claims, the 1 cases both ran" in head and "the sentences judged, the 1 cases both ran" in head
     passed = next(line for line in report.splitlines() if line.startswith("| **right answers passed**"))
     # all rules, all judged, rules on a, judged on a
     assert [c.strip().split(" ")[0] for c in passed.split("|")[2:6]] == ["1/2", "1/1", "0/1", "1/1"]
@@ -142,4 +142,6 @@ def test_the_judged_run_points_the_judge_at_the_same_server_and_keeps_its_own_re
 
     env = judge_env("http://127.0.0.1:9/v1")
     assert env["JUDGE"] == "openai" and env["JUDGE_BASE_URL"] == "http://127.0.0.1:9/v1" and env["JUDGE_MODEL"]
+    # The judge's calls replace the writer's claims call.
+    assert env["CLAIMS_FROM"] == "sentences"
     assert records_name(SUITES["ours"], judged=True) == "ours-judge" and records_name(SUITES["ours"], False) == "ours"
