@@ -197,3 +197,36 @@ async def test_pool_connections_scan_hnsw_iteratively(fresh_store: Store) -> Non
     async with fresh_store.pool.acquire() as conn:
         await conn.fetchval("SELECT '[1,2,3]'::vector")  # loads pgvector, which defines the setting
         assert await conn.fetchval("SHOW hnsw.iterative_scan") == "strict_order"
+
+
+async def test_a_small_corpus_is_ranked_exactly_whatever_index_the_database_has(fresh_store: Store) -> None:
+    """The HNSW index is one over every corpus, so a small corpus beside a large one reads the large one's
+    rows through it; `exact` ranks the corpus's own rows instead. Same passages, same order, and the plan
+    says which path each variant takes."""
+    from provenance.store import HYBRID_SEARCH_SQL, VECTOR_SEARCH_SQL
+
+    rng = np.random.default_rng(37)
+    vectors = {f"doc{i}.md#p": unit(rng.standard_normal(384)) for i in range(40)}
+    rows = [Chunk(pid, pid.split("#")[0], "H", 0, f"Passage {i} about lockers.", 6) for i, pid in enumerate(vectors)]
+    await fresh_store.replace_corpus(rows, vectors, "synthetic", "v1", "fp", [])
+    assert await fresh_store.ensure_hnsw_index()
+    query = unit(rng.standard_normal(384))
+    want = sorted(vectors, key=lambda pid: -float(np.dot(vectors[pid], query)))[:5]
+    exact = await fresh_store.vector_search(query, 5, exact=True)
+    assert [p.id for p in exact] == want
+    by_index = await fresh_store.hybrid_search(query, "lockers", 4, pool_size=20, rrf_k=RRF_K)
+    exactly = await fresh_store.hybrid_search(query, "lockers", 4, pool_size=20, rrf_k=RRF_K, exact=True)
+    assert [p.id for p in exactly] == [p.id for p in by_index]
+    async with fresh_store.pool.acquire() as conn, conn.transaction():
+        # 40 rows: left to itself the planner sorts them either way; with sorting priced out, whatever can use
+        # the index does.
+        await conn.execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off")
+        plans = {}
+        for exact_scan in (False, True):
+            vector = await conn.fetch(f"EXPLAIN {VECTOR_SEARCH_SQL[exact_scan]}", query, 5, "default")
+            hybrid = await conn.fetch(
+                f"EXPLAIN {HYBRID_SEARCH_SQL[exact_scan]}", query, "lockers", "default", 20, RRF_K, 4
+            )
+            plans[exact_scan] = "\n".join(r[0] for r in [*vector, *hybrid])
+    assert plans[False].count("passages_embedding_hnsw") == 2, plans[False]
+    assert "passages_embedding_hnsw" not in plans[True]

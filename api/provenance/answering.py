@@ -93,10 +93,19 @@ class Answering:
         the question against what the quarantine left) waits for them; any other (a model call) runs
         alongside embedding and retrieval."""
         s, question = self._settings, run.question
-        corpus_model = self._corpora.of(run.corpus).embedding_model
+        known = self._corpora.of(run.corpus)
+        # A corpus too small to have been given the HNSW index on its own is ranked exactly.
+        exact = 0 < known.passage_count < s.retrieval.hnsw_min_passages
         retrieval_task = asyncio.create_task(
             retrieve(
-                question, self._embedder, self._store, s.retrieval.k, s.retrieval.mode, corpus_model, corpus=run.corpus
+                question,
+                self._embedder,
+                self._store,
+                s.retrieval.k,
+                s.retrieval.mode,
+                known.embedding_model,
+                corpus=run.corpus,
+                exact=exact,
             )
         )
         screen_timer = Timer()

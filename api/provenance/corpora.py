@@ -49,6 +49,8 @@ class KnownCorpus(msgspec.Struct, frozen=True):
 
     embedding_model: str | None
     version: str | None
+    # Its passages: retrieval reads a small corpus exactly rather than through the HNSW index over them all.
+    passage_count: int = 0
 
 
 # A corpus the pipeline has not seen: no model to check the embedder against, no version for cache keys.
@@ -66,6 +68,9 @@ class _Ingested(Protocol):
 
     @property
     def version(self) -> str: ...
+
+    @property
+    def passage_count(self) -> int: ...
 
 
 class CorpusLooks(Protocol):
@@ -132,7 +137,7 @@ class CorpusRegistry:
                 texts = await self._store.passage_texts(CORPUS_VOCABULARY_PASSAGES, T.SEGMENTER_VERSION)
                 await asyncio.to_thread(self._profile.on_corpus, texts)
             self._vocabulary_of = versions
-        self.known = {c.name: KnownCorpus(c.embedding_model, c.version) for c in corpora}
+        self.known = {c.name: KnownCorpus(c.embedding_model, c.version, c.passage_count) for c in corpora}
 
     def of(self, name: str) -> KnownCorpus:
         return self.known.get(name, UNKNOWN_CORPUS)

@@ -38,7 +38,10 @@ async def retrieve(
     corpus_model: str | None,
     *,
     corpus: str = DEFAULT_CORPUS,
+    exact: bool = False,
 ) -> RetrievalOutcome:
+    """`exact`: rank the corpus's own vectors rather than read the HNSW index over every corpus, for a corpus
+    below the index's size (`HNSW_MIN_PASSAGES`), whatever shares the database with it."""
     timer = Timer()
     if corpus_model is not None and corpus_model != embedder.model_name:
         raise ModelMismatch(corpus_model, embedder.model_name)
@@ -48,9 +51,11 @@ async def retrieve(
     if mode == "hybrid":
         # Fused in the database, one round trip (CorpusStore.hybrid_search); each ranking draws from a pool
         # several times k, so a passage ranked well by either one reaches the top k.
-        passages = await store.hybrid_search(query, question, k, pool_size=max(4 * k, 20), rrf_k=RRF_K, corpus=corpus)
+        passages = await store.hybrid_search(
+            query, question, k, pool_size=max(4 * k, 20), rrf_k=RRF_K, corpus=corpus, exact=exact
+        )
     else:
-        passages = await store.vector_search(query, k, corpus)
+        passages = await store.vector_search(query, k, corpus, exact=exact)
     # The sentence units ingest decided for them: every later stage reads these, never a re-split.
     spans = await store.sentence_spans(corpus, T.SEGMENTER_VERSION, [p.id for p in passages])
     passages = [msgspec.structs.replace(p, sentences=spans[p.id]) if p.id in spans else p for p in passages]
