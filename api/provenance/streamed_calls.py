@@ -30,7 +30,10 @@ from typing import Literal, TypeVar
 import msgspec
 
 from provenance.errors import ModelError
+from provenance.logs import get_logger
 from provenance.ports import Usage
+
+log = get_logger("provenance.streamed_calls")
 
 T = TypeVar("T")
 
@@ -148,6 +151,12 @@ class Watch:
             async with asyncio.timeout_at(loop_deadline):
                 return await step
         except TimeoutError:
+            # How late the bound fired tells a server that went quiet (on time) from an event loop kept busy
+            # by something else (late, with chunks perhaps waiting unread in the socket).
+            late_s = asyncio.get_running_loop().time() - loop_deadline
+            log.warning(
+                "model_call_bound_hit", call=self.call, bound=bound, tokens=self.tokens, late_s=round(late_s, 3)
+            )
             raise self.timed_out(bound) from None
 
     def timed_out(self, bound: Bound) -> ModelError:

@@ -355,7 +355,14 @@ async def test_a_server_that_stalls_mid_answer_is_a_model_error_naming_the_gap(
 ) -> None:
     scripted[0].completion('{"answer": "A standard locker costs $14 per month.", "used_passage_ids": []}')
     scripted[0].plan = StreamPlan(stall_after=3)
-    r, guards = await _ask_failing(scripted, corpus_services, embedder, openai_token_gap_s=0.3, openai_max_retries=1)
+    with structlog.testing.capture_logs() as logs:
+        r, guards = await _ask_failing(
+            scripted, corpus_services, embedder, openai_token_gap_s=0.3, openai_max_retries=1
+        )
+    # The log says which bound, after how many tokens, and that it fired on time (a server gone quiet, not a
+    # busy event loop).
+    [hit] = [e for e in logs if e["event"] == "model_call_bound_hit"]
+    assert hit["bound"] == "gap" and hit["tokens"] == 3 and 0 <= hit["late_s"] < 1.0, hit
     assert "generation: the model server did not answer in time: no token for 0.3 s, after 3 tokens" in (
         r.message or ""
     )
