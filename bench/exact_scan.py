@@ -10,32 +10,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import time
 
 import numpy as np
 
 from bench.common import percentile, scratch_store
-from bench.vector_scale import DIM, clustered
-from provenance.chunking import Chunk
+from bench.hybrid_scale import corpus_words, eval_questions, synthetic
+from bench.vector_scale import DIM
 from provenance.services import load_embedder
-from provenance.settings import REPO_ROOT, load_settings
+from provenance.settings import load_settings
 from provenance.stages.retrieve import RRF_K
 from provenance.store import CorpusDescription, Store
-from provenance.verifiers.vectors import vocabulary_words
 
 
 async def write(store: Store, name: str, size: int, words: list[str], rng: np.random.Generator, model: str) -> None:
     centres = rng.standard_normal((500, DIM)).astype(np.float32)
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    found = clustered(size, rng, centres)
-    chunks, embeddings = [], {}
-    for n in range(size):
-        text = " ".join(rng.choice(words, 30)).capitalize() + "."
-        source = f"{name}/{n // 100}.md"
-        chunk = Chunk(f"{source}#p{n}", source, f"Synthetic {n}", n, text, 40)
-        chunks.append(chunk)
-        embeddings[chunk.id] = found[n]
+    chunks, embeddings = synthetic(size, rng, centres, words, name)
     about = CorpusDescription(name, None, "", "", [])
     await store.replace_corpus(chunks, embeddings, model, f"v{size}", f"fp{size}", [], about)
 
@@ -43,10 +34,8 @@ async def write(store: Store, name: str, size: int, words: list[str], rng: np.ra
 async def run(small: int, large: int) -> None:
     settings = load_settings()
     embedder = load_embedder(settings)
-    cases = [json.loads(line) for line in (REPO_ROOT / "evals" / "cases.jsonl").read_text().splitlines() if line]
-    questions = [c["question"] for c in cases if c.get("bucket") in ("answerable", "unanswerable")][:40]
-    vectors = [embedder.embed_query(q) for q in questions]
-    words = sorted(set().union(*(vocabulary_words(p.read_text()) for p in (REPO_ROOT / "corpus").glob("*.md"))))
+    questions, vectors = eval_questions(embedder)
+    words = corpus_words()
     rng = np.random.default_rng(37)
     k = settings.retrieval.k
     async with scratch_store(settings) as (store, _):

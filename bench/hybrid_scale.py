@@ -21,6 +21,7 @@ import numpy as np
 from bench.common import percentile, scratch_store
 from bench.vector_scale import DIM, clustered
 from provenance.chunking import Chunk
+from provenance.embedder import Embedder
 from provenance.services import load_embedder
 from provenance.settings import REPO_ROOT, load_settings
 from provenance.stages.retrieve import RRF_K
@@ -30,13 +31,37 @@ from provenance.verifiers.vectors import vocabulary_words
 CORPUS = "scale"
 
 
+def eval_questions(embedder: Embedder) -> tuple[list[str], list[np.ndarray]]:
+    """Forty of our eval questions (answerable and unanswerable) and their vectors."""
+    cases = [json.loads(line) for line in (REPO_ROOT / "evals" / "cases.jsonl").read_text().splitlines() if line]
+    questions = [c["question"] for c in cases if c.get("bucket") in ("answerable", "unanswerable")][:40]
+    return questions, [embedder.embed_query(q) for q in questions]
+
+
+def corpus_words() -> list[str]:
+    return sorted(set().union(*(vocabulary_words(p.read_text()) for p in (REPO_ROOT / "corpus").glob("*.md"))))
+
+
+def synthetic(
+    size: int, rng: np.random.Generator, centres: np.ndarray, words: list[str], folder: str
+) -> tuple[list[Chunk], dict[str, np.ndarray]]:
+    """`size` passages of 30 of corpus/'s words each, with clustered vectors, as ingest would stage them."""
+    found = clustered(size, rng, centres)
+    chunks, embeddings = [], {}
+    for n in range(size):
+        text = " ".join(rng.choice(words, 30)).capitalize() + "."
+        source = f"{folder}/{n // 100}.md"
+        chunk = Chunk(f"{source}#p{n}", source, f"Synthetic {n}", n, text, 40)
+        chunks.append(chunk)
+        embeddings[chunk.id] = found[n]
+    return chunks, embeddings
+
+
 async def run(sizes: list[int]) -> None:
     settings = load_settings()
     embedder = load_embedder(settings)
-    cases = [json.loads(line) for line in (REPO_ROOT / "evals" / "cases.jsonl").read_text().splitlines() if line]
-    questions = [c["question"] for c in cases if c.get("bucket") in ("answerable", "unanswerable")][:40]
-    vectors = [embedder.embed_query(q) for q in questions]
-    words = sorted(set().union(*(vocabulary_words(p.read_text()) for p in (REPO_ROOT / "corpus").glob("*.md"))))
+    questions, vectors = eval_questions(embedder)
+    words = corpus_words()
     rng = np.random.default_rng(34)
     centres = rng.standard_normal((500, DIM)).astype(np.float32)
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
@@ -44,14 +69,7 @@ async def run(sizes: list[int]) -> None:
     about = CorpusDescription(CORPUS, None, "", "", [])
     async with scratch_store(settings) as (store, _):
         for size in sizes:
-            chunks, embeddings = [], {}
-            found = clustered(size, rng, centres)
-            for n in range(size):
-                text = " ".join(rng.choice(words, 30)).capitalize() + "."
-                source = f"synthetic/{n // 100}.md"
-                chunk = Chunk(f"{source}#p{n}", source, f"Synthetic {n}", n, text, 40)
-                chunks.append(chunk)
-                embeddings[chunk.id] = found[n]
+            chunks, embeddings = synthetic(size, rng, centres, words, "synthetic")
             await store.replace_corpus(chunks, embeddings, settings.embedding.model, f"v{size}", f"fp{size}", [], about)
             await store.ensure_hnsw_index()
             async with store.pool.acquire() as conn:
