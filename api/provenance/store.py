@@ -222,14 +222,21 @@ FROM top t
 JOIN passages p ON p.corpus = $3 AND p.id = t.id
 ORDER BY t.rrf DESC, t.id COLLATE "C"
 """
-HYBRID_SEARCH_SQL = {exact: _HYBRID_SEARCH_SQL.format(order=EXACT if exact else BY_INDEX) for exact in (False, True)}
+
+
+def _both_scans(template: str) -> dict[bool, str]:
+    """A search statement keyed by `exact`: its vector ranking through the index (False) or exactly (True)."""
+    return {exact: template.format(order=EXACT if exact else BY_INDEX) for exact in (False, True)}
+
+
+HYBRID_SEARCH_SQL = _both_scans(_HYBRID_SEARCH_SQL)
 _VECTOR_SEARCH_SQL = (
     "SELECT id, source, heading, text, 1 - (embedding <=> $1) AS score,"
     " CASE WHEN first_page IS NULL THEN NULL ELSE ARRAY(SELECT generate_series(first_page, last_page))"
     " END AS pages"
     " FROM passages WHERE corpus = $3 ORDER BY {order} LIMIT $2"
 )
-VECTOR_SEARCH_SQL = {exact: _VECTOR_SEARCH_SQL.format(order=EXACT if exact else BY_INDEX) for exact in (False, True)}
+VECTOR_SEARCH_SQL = _both_scans(_VECTOR_SEARCH_SQL)
 
 
 class CorpusStore(_Pooled):
@@ -751,7 +758,7 @@ class CorpusStore(_Pooled):
         self, query: np.ndarray, k: int, corpus: str = DEFAULT_CORPUS, *, exact: bool = False
     ) -> list[ScoredPassage]:
         """The `k` nearest passages by cosine; `exact` reads the corpus's own rows instead of the HNSW index
-        (for a corpus too small to need it: `exact_for`)."""
+        (the pipeline asks it for a corpus under HNSW_MIN_PASSAGES: `Answering._screen_and_retrieve`)."""
         async with self._conn() as conn:
             rows = await conn.fetch(VECTOR_SEARCH_SQL[exact], query, k, corpus)
         return [ScoredPassage(**dict(r)) for r in rows]

@@ -323,6 +323,8 @@ async def scripted() -> AsyncIterator[tuple[ScriptedServer, str]]:
 
 
 LOCKERS = "How much does a standard locker cost per month?"
+# The reply a scripted server streams when it is to fail part-way through a right answer.
+LOCKER_ANSWER = '{"answer": "A standard locker costs $14 per month.", "used_passage_ids": []}'
 
 
 async def _ask_failing(
@@ -350,10 +352,18 @@ async def test_a_server_that_hangs_times_out(
     assert guards.settled == []  # nothing was billed: the hold is refunded whole
 
 
+def assert_asked_once_and_settled(scripted: ScriptedServer, guards: RecordingGuards, tokens: int) -> None:
+    """A call cut short after it streamed: not started again from zero, and what it wrote is settled (an
+    estimate: the server counts only at the end)."""
+    assert len(scripted.requests) == 1
+    [usage] = guards.settled
+    assert usage.output_tokens == tokens and usage.input_tokens > 100
+
+
 async def test_a_server_that_stalls_mid_answer_is_a_model_error_naming_the_gap(
     scripted: tuple[ScriptedServer, str], corpus_services: Services, embedder: Embedder
 ) -> None:
-    scripted[0].completion('{"answer": "A standard locker costs $14 per month.", "used_passage_ids": []}')
+    scripted[0].completion(LOCKER_ANSWER)
     scripted[0].plan = StreamPlan(stall_after=3)
     with structlog.testing.capture_logs() as logs:
         r, guards = await _ask_failing(
@@ -366,24 +376,18 @@ async def test_a_server_that_stalls_mid_answer_is_a_model_error_naming_the_gap(
     assert "generation: the model server did not answer in time: no token for 0.3 s, after 3 tokens" in (
         r.message or ""
     )
-    # Not started again from zero, and what it wrote is settled (an estimate: the server counts at the end).
-    assert len(scripted[0].requests) == 1
-    [usage] = guards.settled
-    assert usage.output_tokens == 3 and usage.input_tokens > 100
+    assert_asked_once_and_settled(scripted[0], guards, tokens=3)
 
 
 async def test_a_server_that_breaks_off_mid_answer_is_a_model_error(
     scripted: tuple[ScriptedServer, str], corpus_services: Services, embedder: Embedder
 ) -> None:
-    scripted[0].completion('{"answer": "A standard locker costs $14 per month.", "used_passage_ids": []}')
+    scripted[0].completion(LOCKER_ANSWER)
     scripted[0].plan = StreamPlan(break_after=3)
     with structlog.testing.capture_logs() as logs:
         r, guards = await _ask_failing(scripted, corpus_services, embedder, openai_max_retries=1)
     assert "generation: the connection to the model server broke off after 3 tokens" in (r.message or "")
-    # Not asked again from zero, and what it wrote is settled (an estimate, as for a call cut off on a bound).
-    assert len(scripted[0].requests) == 1
-    [usage] = guards.settled
-    assert usage.output_tokens == 3 and usage.input_tokens > 100
+    assert_asked_once_and_settled(scripted[0], guards, tokens=3)
     [failed] = [e for e in logs if e["event"] == "model_call_failed"]
     assert failed["kind"] == "connection" and failed["error"].startswith(
         "APIConnectionError <- RemoteProtocolError: "
