@@ -139,3 +139,14 @@ async def test_what_ingest_stores_does_not_depend_on_its_batches(
         for a, b in zip(rows_a, rows_b, strict=True):
             assert [v for k, v in a.items() if k != "embedding"] == [v for k, v in b.items() if k != "embedding"]
             assert np.allclose(a["embedding"].to_numpy(), b["embedding"].to_numpy(), atol=1e-5)
+
+
+def test_a_batch_is_bounded_by_its_tokens_not_its_characters() -> None:
+    # 40 texts of 256 tokens each (a table or links: few characters a token): at most BATCH_CELLS / 256**2
+    # of them per batch, whatever their characters; short texts fill a batch up to its count.
+    long, short = [256] * 40, [10] * 40
+    batches = list(ingest_module._batches(list(range(40)), long, 32))
+    assert max(len(b) for b in batches) == ingest_module.BATCH_CELLS // 256**2 == 8
+    assert sorted(i for b in batches for i in b) == list(range(40))
+    assert [len(b) for b in ingest_module._batches(list(range(40)), short, 32)] == [32, 8]
+    assert [len(b) for b in ingest_module._batches([0, 1], [4096, 4096], 32)] == [1, 1]

@@ -205,14 +205,18 @@ class _Window:
 
 
 # A batch's attention memory grows with its size times the square of its longest text: at most this many
-# texts times squared characters (32 texts of 600 characters, about 150 tokens; 8 of a 256-token passage's).
-BATCH_CELLS = 32 * 600**2
+# texts times squared tokens (32 texts of 128 tokens; 8 of a full 256-token passage). Counted in tokens, not
+# characters: a table, a list of links or code runs to 3 characters a token against prose's 4-5, and with
+# the bound in characters the 18F handbook's largest batch held 19 passages of 256 tokens, 2.4 times this.
+BATCH_CELLS = 32 * 128**2
 
 
-def _batches(order: list[int], texts: list[str], batch: int) -> Iterator[list[int]]:
+def _batches(order: list[int], tokens: list[int], batch: int) -> Iterator[list[int]]:
+    """`order`, cut into batches of at most `batch` texts whose count times the square of the longest
+    text's tokens stays within BATCH_CELLS (a single text longer than that is a batch of its own)."""
     part: list[int] = []
     for i in order:
-        longest = max(len(texts[i]), 1)
+        longest = max(tokens[i], 1)
         if part and (len(part) >= batch or (len(part) + 1) * longest**2 > BATCH_CELLS):
             yield part
             part = []
@@ -225,9 +229,10 @@ def _embed_sorted(embedder: Embedder, texts: list[str], batch: int) -> list[np.n
     """Vectors of `texts` in their order, embedded shortest first, in batches of at most `batch` and of
     bounded size times length squared: a batch pads to its longest text, so sorting bounds the padding, and
     the bound keeps a batch of long passages as small in memory as one of short sentences."""
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    tokens = [embedder.count_tokens(t) for t in texts]
+    order = sorted(range(len(texts)), key=lambda i: tokens[i])
     out: list[np.ndarray] = [np.empty(0, dtype=np.float32)] * len(texts)
-    for part in _batches(order, texts, batch):
+    for part in _batches(order, tokens, batch):
         vectors = embedder.embed_documents([texts[i] for i in part])
         for i, v in zip(part, vectors, strict=True):
             out[i] = np.asarray(v, dtype=np.float32)
