@@ -213,13 +213,22 @@ def uncached(url: str, questions: list[str], corpus: str | None) -> dict[str, An
     """Distinct questions at c=1, each asked for the first time (so none is cached)."""
     latencies: list[float] = []
     statuses: dict[str, int] = {}
+    # Each stage's own ms as the response records it, so that two databases' p50s can be compared stage by
+    # stage instead of guessed at from the totals.
+    stage_ms: dict[str, list[float]] = {}
     with httpx.Client(base_url=url, timeout=120) as client:
         for q in questions:
             started = time.perf_counter()
             r = client.post("/ask", json=ask_body(q, corpus))
             latencies.append((time.perf_counter() - started) * 1000)
-            status = r.json().get("status", str(r.status_code)) if r.status_code == 200 else str(r.status_code)
+            body = r.json() if r.status_code == 200 else {}
+            status = body.get("status", str(r.status_code))
             statuses[status] = statuses.get(status, 0) + 1
+            for name, stage in body.get("stages", {}).items():
+                if stage.get("status") != "skipped":
+                    stage_ms.setdefault(name, []).append(stage.get("ms", 0.0))
+            if "totalMs" in body:
+                stage_ms.setdefault("totalMs", []).append(body["totalMs"])
     return {
         "n": len(latencies),
         "p50": percentile(latencies, 0.5),
@@ -227,6 +236,8 @@ def uncached(url: str, questions: list[str], corpus: str | None) -> dict[str, An
         "first20_p50": percentile(latencies[:20], 0.5),
         "after100_p50": percentile(latencies[100:], 0.5) if len(latencies) > 100 else None,
         "statuses": statuses,
+        "stage_p50": {name: percentile(ms, 0.5) for name, ms in stage_ms.items()},
+        "stage_mean": {name: sum(ms) / len(ms) for name, ms in stage_ms.items()},
     }
 
 
@@ -293,6 +304,38 @@ def _ingest_targets(ing: dict[str, dict[str, Any]]) -> str:
     )
 
 
+def _shared(r: dict[str, Any]) -> str:
+    """Says so when other work shared the cores: a 1-minute load average past the bench's own one process."""
+    busiest = max(float(r[k].split(" / ")[0]) for k in ("load_before", "load_after"))
+    return ", on cores shared with other work" if busiest > 1.5 else ", on an otherwise idle machine"
+
+
+def _stage_table(servers: list[dict[str, Any]]) -> list[str]:
+    """The uncached runs' time stage by stage, as each response recorded it: where a larger database's extra
+    milliseconds go. Means as well as p50s, since a stage most questions skip has a p50 over few of them."""
+    timed = [s for s in servers if s["uncached"].get("stage_mean")]
+    if not timed:
+        return []
+    names = [n for n in timed[0]["uncached"]["stage_mean"] if n != "totalMs"]
+    for s in timed[1:]:
+        names += [n for n in s["uncached"]["stage_mean"] if n not in names and n != "totalMs"]
+    lines = [
+        "",
+        "Where the uncached time goes: each stage's mean / p50 ms over the questions that ran it, as the "
+        "responses record it (`totalMs`: the pipeline's own total, without HTTP):",
+        "",
+    ]
+    rows = []
+    for name in [*names, "totalMs"]:
+        cells = [f"`{name}`"]
+        for s in timed:
+            mean, p50 = s["uncached"]["stage_mean"].get(name), s["uncached"]["stage_p50"].get(name)
+            cells.append("-" if mean is None else f"{mean:.1f} / {p50:.1f}")
+        rows.append(cells)
+    lines += table(("stage", *(s["name"] for s in timed)), "l" + "r" * len(timed), rows)
+    return lines
+
+
 def render(r: dict[str, Any]) -> str:
     ing = {i["corpus"]: i for i in r["ingests"]}
     lines = [
@@ -300,7 +343,7 @@ def render(r: dict[str, Any]) -> str:
         "## Real corpora at scale: ingest, start-up, /ask after start-up",
         "",
         f"`bench/corpus_scale.py` ({r['machine']}; load average {r['load_before']} before, {r['load_after']} "
-        f"after, on cores shared with other developers' work; {r['wall_s'] / 60:.0f} min). Sentence and word "
+        f"after{_shared(r)}; {r['wall_s'] / 60:.0f} min). Sentence and word "
         "vectors are computed at ingest and stored (passage_sentences, word_vectors); start-up reads them, "
         "computes nothing from the corpus.",
         "",
@@ -415,6 +458,7 @@ def render(r: dict[str, Any]) -> str:
     lines += ["", "Answers in the uncached runs (status: count):", ""]
     for s in r["servers"]:
         lines.append(f"- {s['name']}: {json.dumps(s['uncached']['statuses'])}")
+    lines += _stage_table(r["servers"])
     lines += ["", END]
     return "\n".join(lines)
 
@@ -451,7 +495,7 @@ def ingest_only(write: bool) -> int:
     report["ingests"] = ingests
     report["ingest_note"] = (
         f"The two ingest rows come from a later run of only them (`--ingest-only`, load average {load_before} "
-        f"before, {load_average()} after), after ingest's batches were bounded by length."
+        f"before, {load_average()} after), after ingest's batches were bounded by tokens instead of characters (`ingest.BATCH_CELLS`)."
     )
     checkpoint(report)
     section = render(report)
