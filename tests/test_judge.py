@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import pytest_asyncio
 
@@ -18,7 +19,7 @@ from provenance.embedder import Embedder
 from provenance.errors import SettingsError
 from provenance.judges import client_for
 from provenance.judges.calibration import JudgeCalibration, calibration_for, save_calibration
-from provenance.judges.model import ModelJudge, p_yes_from_logprobs
+from provenance.judges.model import RELEVANCE, ModelJudge, p_yes_from_logprobs
 from provenance.passages import ScoredPassage
 from provenance.pipeline import Pipeline
 from provenance.services import Services, build_profile
@@ -311,6 +312,15 @@ def test_the_cache_key_changes_with_the_judge_and_its_calibration(embedder: Embe
     assert judged.judge is not None and not judged.judge.calibrated and plain.judge is None
     by_judge = build_profile(judge_settings(Settings(), "http://127.0.0.1:1/v1", judge_relevance="judge"), embedder)
     assert by_judge.cache_tag != judged.cache_tag
+
+
+def test_the_judge_s_tag_names_its_prompts_wording() -> None:
+    client = client_for(Settings(), "http://127.0.0.1:1/v1")
+    judge = ModelJudge(client, JUDGE, server="local", calibration=None)
+    reworded = msgspec.structs.replace(RELEVANCE, system=RELEVANCE.system + " Be brief.")
+    other = ModelJudge(client, JUDGE, server="local", calibration=None, relevance_prompt=reworded)
+    assert judge.tag != other.tag
+    assert judge.tag == ModelJudge(client, JUDGE, server="local", calibration=None).tag
 
 
 def test_a_priced_judge_is_reserved_for_in_a_free_profile(embedder: Embedder) -> None:

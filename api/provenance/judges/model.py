@@ -4,8 +4,9 @@ is asked one question a claim and answers Yes or No.
 - Support, without the question: "Does the passage state everything the claim says?", the claim against the
   window of the passage it rests on (`verifiers.judged.window_of`), with its heading path. The passage comes
   first in the prompt, so a server's prompt cache serves what the claims read against it share.
-- Relevance: "Does the sentence answer the question?", from the question, the claim and the passage's
-  heading path. The question comes first, shared by one answer's claims.
+- Relevance: "Does the reply answer the question?", the claim put as a reply to the question (`RELEVANCE`;
+  the heading path is passed and, by measurement, left out of the wording). The question comes first,
+  shared by one answer's claims.
 
 Each judgment is a probability: P(Yes) read from the first output token's log-probabilities, at
 temperature 0 and one token, normalised over the Yes and No spellings among the top tokens. A server that
@@ -16,6 +17,7 @@ neither Yes nor No) is a `JudgeError`: the request ends `blocked` with `judge_er
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -50,11 +52,35 @@ SUPPORT_SYSTEM = (
     "No: the claim says something the passage does not state, changes a fact (a number, a date, a name, who "
     "does what), reverses a rule, or adds a detail."
 )
-RELEVANCE_SYSTEM = (
-    "You check whether a sentence from a document answers a question. Answer with one word, Yes or No. "
-    "Yes: the sentence gives the answer, or part of it; a sentence saying that something is not allowed, "
-    "not offered or not the case answers a question asking whether it is. "
-    "No: the sentence is about something else, or leaves what was asked unanswered."
+
+
+class RelevancePrompt(msgspec.Struct, frozen=True):
+    """How the relevance question is put to the judge: a system message, and the user message's template
+    (fields `question`, `claim`, `heading`). One value, so that evals can measure another wording through
+    the same calls (`evals/judge_relevance.py`) and the cache key can name the one in use."""
+
+    name: str
+    system: str
+    template: str
+
+    def user(self, question: str, claim: str, heading: str) -> str:
+        return self.template.format(question=question, claim=claim, heading=heading)
+
+
+# The claim as a reply in a conversation, its truth taken as given: relevance is only whether it responds
+# (support is judged apart). Measured against the sentence-from-a-document wording before it, on 127 18F
+# pairs written before either was tried (evals/results-judge-relevance.md): ROC AUC 0.885 against 0.845.
+RELEVANCE = RelevancePrompt(
+    name="reply",
+    system=(
+        "Someone asked a question and got a reply taken from a document. Do not judge whether the reply "
+        "is true; judge only whether it answers what was asked. Answer with one word, Yes or No. "
+        "Yes: the reply gives what the question asks for (an amount, a time, a place, a person, a way to do "
+        "it, or a yes or a no), in any words, in full or in part; a reply saying that something is not allowed, "
+        "not needed or not offered answers a question asking whether it is. "
+        "No: the reply is about something else, or about the same subject without giving what was asked."
+    ),
+    template="Question: {question}\nReply: {claim}\n\nDoes the reply answer the question?",
 )
 
 SDK_ERRORS = SdkErrors(openai.APITimeoutError, openai.APIStatusError, openai.APIConnectionError, openai.OpenAIError)
@@ -65,10 +91,6 @@ def support_prompt(claim: str, passage: ScoredPassage) -> str:
         f"Passage ({passage.heading}):\n{passage.text}\n\n"
         f"Claim: {claim}\n\nDoes the passage state everything the claim says?"
     )
-
-
-def relevance_prompt(question: str, claim: str, heading: str) -> str:
-    return f"Question: {question}\n\nSection: {heading}\nSentence: {claim}\n\nDoes the sentence answer the question?"
 
 
 _VERDICT_SCHEMA: dict[str, Any] = {
@@ -114,6 +136,7 @@ class ModelJudge:
         server: str,
         calibration: JudgeCalibration | None,
         candidates: int = 2,
+        relevance_prompt: RelevancePrompt = RELEVANCE,
     ) -> None:
         self.client = client
         self.model = model
@@ -121,6 +144,7 @@ class ModelJudge:
         self.server = server
         self.calibration = calibration
         self.candidates = candidates
+        self.relevance_prompt = relevance_prompt
         # Set once a server has answered without log-probabilities: from then on, ask for JSON at once.
         self.json_only = False
 
@@ -128,7 +152,11 @@ class ModelJudge:
     def tag(self) -> str:
         """What, beside its settings' names, changes this judge's verdicts: part of the answer cache's key."""
         cal = self.calibration.version if self.calibration is not None else "uncalibrated"
-        return f"judge:{self.server}:{self.model}:{cal}"
+        # The prompts' wording too: an answer judged under other instructions was judged by another judge.
+        prompts = hashlib.sha256(
+            "\0".join((SUPPORT_SYSTEM, self.relevance_prompt.system, self.relevance_prompt.template)).encode()
+        ).hexdigest()[:12]
+        return f"judge:{self.server}:{self.model}:{cal}:prompts={prompts}"
 
     def calibrated(self, p_yes: float) -> float:
         return p_yes if self.calibration is None else self.calibration.apply(p_yes)
@@ -140,7 +168,8 @@ class ModelJudge:
         return await self._ask(SUPPORT_SYSTEM, support_prompt(claim, passage), "support")
 
     async def relevance(self, question: str, claim: str, heading: str) -> Judged:
-        return await self._ask(RELEVANCE_SYSTEM, relevance_prompt(question, claim, heading), "relevance")
+        prompt = self.relevance_prompt
+        return await self._ask(prompt.system, prompt.user(question, claim, heading), "relevance")
 
     async def _ask(self, system: str, user: str, what: str) -> Judged:
         messages: list[Any] = [{"role": "system", "content": system}, {"role": "user", "content": user}]
