@@ -495,7 +495,8 @@ def ingest_only(write: bool) -> int:
     report["ingests"] = ingests
     report["ingest_note"] = (
         f"The two ingest rows come from a later run of only them (`--ingest-only`, load average {load_before} "
-        f"before, {load_average()} after), after ingest's batches were bounded by tokens instead of characters (`ingest.BATCH_CELLS`)."
+        f"before, {load_average()} after), after ingest's batches were bounded by tokens "
+        "instead of characters (`ingest.BATCH_CELLS`)."
     )
     checkpoint(report)
     section = render(report)
