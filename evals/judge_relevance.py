@@ -49,29 +49,31 @@ OUT = ROOT / "evals" / "results-judge-relevance.md"
 SEED = 20261201
 KINDS = {"answer sentence": 1, "other sentence": 0}
 
-# The wordings measured, written before any was measured on the 18F pairs. The first is what the judge
-# used before; `reply` is the one in use, `provenance.judges.model.RELEVANCE`, chosen by the table in
-# evals/results-judge-relevance.md.
+_REPLY_SYSTEM = (
+    "Someone asked a question and got a reply taken from a document. Do not judge whether the reply "
+    "is true; judge only whether it answers what was asked. Answer with one word, Yes or No. "
+    "Yes: the reply gives what the question asks for (an amount, a time, a place, a person, a way to do "
+    "it, or a yes or a no), in any words, in full or in part; a reply saying that something is not allowed, "
+    "not needed or not offered answers a question asking whether it is. "
+    "No: the reply is about something else, or about the same subject without giving what was asked."
+)
+
+# The wordings measured, written before any was measured on the 18F pairs. The first, `sentence`, is the
+# one in use (`provenance.judges.model.RELEVANCE`): evals/results-judge-relevance.md says why.
 PROMPTS = {
     p.name: p
     for p in (
-        RelevancePrompt(
-            name="sentence",
-            system=(
-                "You check whether a sentence from a document answers a question. Answer with one word, Yes or "
-                "No. Yes: the sentence gives the answer, or part of it; a sentence saying that something is not "
-                "allowed, not offered or not the case answers a question asking whether it is. "
-                "No: the sentence is about something else, or leaves what was asked unanswered."
-            ),
-            template=(
-                "Question: {question}\n\nSection: {heading}\nSentence: {claim}\n\n"
-                "Does the sentence answer the question?"
-            ),
-        ),
         RELEVANCE,
+        # The claim as a reply in a conversation, its truth taken as given: the judge is asked only whether
+        # it responds, which is what relevance means here (support is judged apart).
+        RelevancePrompt(
+            name="reply",
+            system=_REPLY_SYSTEM,
+            template="Question: {question}\nReply: {claim}\n\nDoes the reply answer the question?",
+        ),
         RelevancePrompt(
             name="reply-section",
-            system=RELEVANCE.system,
+            system=_REPLY_SYSTEM,
             template=(
                 "Question: {question}\nReply (from the section {heading}): {claim}\n\n"
                 "Does the reply answer the question?"
@@ -90,6 +92,9 @@ PROMPTS = {
         ),
     )
 }
+
+
+HALUEVAL_PROMPTS = (RELEVANCE.name, "reply")
 
 
 def prompt_key(prompt: RelevancePrompt) -> str:
@@ -176,10 +181,8 @@ async def run(args: argparse.Namespace) -> int:
     sets = {"18F handbook": handbook_pairs()}
     if args.halueval is not None:
         sets["HaluEval QA"] = halueval_pairs(args.halueval, args.halueval_pairs)
-    # HaluEval is the calibration's set: judged under the prompt in use, and the one before it to compare.
-    per_set = {
-        s: names if s == "18F handbook" else [n for n in names if n in ("sentence", RELEVANCE.name)] for s in sets
-    }
+    # HaluEval is the calibration's set: judged under the prompt in use and the 18F pairs' best other one.
+    per_set = {s: names if s == "18F handbook" else [n for n in names if n in HALUEVAL_PROMPTS] for s in sets}
     scores = {
         (name, s): await store.judge(judge, PROMPTS[name], pairs, s) for s, pairs in sets.items() for name in per_set[s]
     }

@@ -4,9 +4,8 @@ is asked one question a claim and answers Yes or No.
 - Support, without the question: "Does the passage state everything the claim says?", the claim against the
   window of the passage it rests on (`verifiers.judged.window_of`), with its heading path. The passage comes
   first in the prompt, so a server's prompt cache serves what the claims read against it share.
-- Relevance: "Does the reply answer the question?", the claim put as a reply to the question (`RELEVANCE`;
-  the heading path is passed and, by measurement, left out of the wording). The question comes first,
-  shared by one answer's claims.
+- Relevance: "Does the sentence answer the question?", from the question, the claim and the passage's
+  heading path (`RELEVANCE`). The question comes first, shared by one answer's claims.
 
 Each judgment is a probability: P(Yes) read from the first output token's log-probabilities, at
 temperature 0 and one token, normalised over the Yes and No spellings among the top tokens. A server that
@@ -67,20 +66,19 @@ class RelevancePrompt(msgspec.Struct, frozen=True):
         return self.template.format(question=question, claim=claim, heading=heading)
 
 
-# The claim as a reply in a conversation, its truth taken as given: relevance is only whether it responds
-# (support is judged apart). Measured against the sentence-from-a-document wording before it, on 127 18F
-# pairs written before either was tried (evals/results-judge-relevance.md): ROC AUC 0.885 against 0.845.
+# Of four wordings measured (evals/results-judge-relevance.md), this one is kept: the claim put as a reply
+# whose truth is taken as given separated the 127 18F pairs better (ROC AUC 0.885 against 0.845) and passed
+# 62/83 faithful hosted answers against 58, but it is more lenient, and in the local profile it answered an
+# unanswerable question (a price of another material) and 2 more of the paraphrase suite's.
 RELEVANCE = RelevancePrompt(
-    name="reply",
+    name="sentence",
     system=(
-        "Someone asked a question and got a reply taken from a document. Do not judge whether the reply "
-        "is true; judge only whether it answers what was asked. Answer with one word, Yes or No. "
-        "Yes: the reply gives what the question asks for (an amount, a time, a place, a person, a way to do "
-        "it, or a yes or a no), in any words, in full or in part; a reply saying that something is not allowed, "
-        "not needed or not offered answers a question asking whether it is. "
-        "No: the reply is about something else, or about the same subject without giving what was asked."
+        "You check whether a sentence from a document answers a question. Answer with one word, Yes or No. "
+        "Yes: the sentence gives the answer, or part of it; a sentence saying that something is not allowed, "
+        "not offered or not the case answers a question asking whether it is. "
+        "No: the sentence is about something else, or leaves what was asked unanswered."
     ),
-    template="Question: {question}\nReply: {claim}\n\nDoes the reply answer the question?",
+    template="Question: {question}\n\nSection: {heading}\nSentence: {claim}\n\nDoes the sentence answer the question?",
 )
 
 SDK_ERRORS = SdkErrors(openai.APITimeoutError, openai.APIStatusError, openai.APIConnectionError, openai.OpenAIError)
