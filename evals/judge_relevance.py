@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import random
 import sys
@@ -97,10 +96,6 @@ PROMPTS = {
 HALUEVAL_PROMPTS = (RELEVANCE.name, "reply")
 
 
-def prompt_key(prompt: RelevancePrompt) -> str:
-    return hashlib.sha256(f"{prompt.system}\0{prompt.template}".encode()).hexdigest()[:12]
-
-
 class Pair(msgspec.Struct, frozen=True):
     question: str
     sentence: str
@@ -140,7 +135,7 @@ class Judgments:
         judge.relevance_prompt = prompt
         out = []
         for n, pair in enumerate(pairs):
-            key = (prompt_key(prompt), pair.question, pair.sentence, pair.heading)
+            key = (prompt.digest, pair.question, pair.sentence, pair.heading)
             if key not in self.seen:
                 self.seen[key] = (await judge.relevance(pair.question, pair.sentence, pair.heading)).p_yes
                 row = dict(zip(("prompt", "question", "sentence", "heading"), key, strict=True))
@@ -186,7 +181,7 @@ async def run(args: argparse.Namespace) -> int:
     scores = {
         (name, s): await store.judge(judge, PROMPTS[name], pairs, s) for s, pairs in sets.items() for name in per_set[s]
     }
-    in_use = next((n for n, p in PROMPTS.items() if p == RELEVANCE), None)
+    in_use = RELEVANCE.name
     lines = [
         f"## The reading judge's relevance: `{args.model}`",
         "",
@@ -213,7 +208,7 @@ async def run(args: argparse.Namespace) -> int:
         lines += [f"- `{n}`: {by_kind(scores[n, s], pairs)}" for n in per_set[s]]
         lines.append("")
     if args.fit:
-        if in_use is None or "HaluEval QA" not in sets or in_use not in names:
+        if "HaluEval QA" not in sets or in_use not in names:
             raise SystemExit("--fit needs --halueval and the prompt in use among --prompts")
         support = calibration_for(args.model)
         if support is None:

@@ -65,11 +65,16 @@ class RelevancePrompt(msgspec.Struct, frozen=True):
     def user(self, question: str, claim: str, heading: str) -> str:
         return self.template.format(question=question, claim=claim, heading=heading)
 
+    @property
+    def digest(self) -> str:
+        """The wording's own name: what keys the judge's cache tag and the evals' stored judgments."""
+        return hashlib.sha256(f"{self.system}\0{self.template}".encode()).hexdigest()[:12]
 
-# Of four wordings measured (evals/results-judge-relevance.md), this one is kept: the claim put as a reply
-# whose truth is taken as given separated the 127 18F pairs better (ROC AUC 0.885 against 0.845) and passed
-# 62/83 faithful hosted answers against 58, but it is more lenient, and in the local profile it answered an
-# unanswerable question (a price of another material) and 2 more of the paraphrase suite's.
+
+# Kept after four wordings were measured (evals/results-judge-relevance.md). The best of the others, the
+# claim put as a reply whose truth is taken as given, separated the 127 18F pairs better (ROC AUC 0.885
+# against 0.845) and passed 62/83 faithful hosted answers against 58, but it is more lenient: in the local
+# profile it answered an unanswerable question (a price of another material) and 2 more paraphrase ones.
 RELEVANCE = RelevancePrompt(
     name="sentence",
     system=(
@@ -151,10 +156,8 @@ class ModelJudge:
         """What, beside its settings' names, changes this judge's verdicts: part of the answer cache's key."""
         cal = self.calibration.version if self.calibration is not None else "uncalibrated"
         # The prompts' wording too: an answer judged under other instructions was judged by another judge.
-        prompts = hashlib.sha256(
-            "\0".join((SUPPORT_SYSTEM, self.relevance_prompt.system, self.relevance_prompt.template)).encode()
-        ).hexdigest()[:12]
-        return f"judge:{self.server}:{self.model}:{cal}:prompts={prompts}"
+        support = hashlib.sha256(SUPPORT_SYSTEM.encode()).hexdigest()[:12]
+        return f"judge:{self.server}:{self.model}:{cal}:support={support}:relevance={self.relevance_prompt.digest}"
 
     def calibrated(self, p_yes: float) -> float:
         return p_yes if self.calibration is None else self.calibration.apply(p_yes)
