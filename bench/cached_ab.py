@@ -87,7 +87,7 @@ def main() -> int:
     if args.data_dir is not None:
         run(args.data_dir, schemas, args.rounds, args.requests)
         return 0
-    from provenance.embedded_pg import start_embedded, stop_embedded
+    from provenance.store.embedded_pg import start_embedded, stop_embedded
 
     data_dir = Path(tempfile.mkdtemp(prefix="provenance-cached-ab-"))
     try:

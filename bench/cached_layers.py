@@ -105,7 +105,7 @@ async def measure(n: int) -> list[tuple[str, float]]:
     from provenance.http import routes
     from provenance.services import Services
     from provenance.settings import load_settings
-    from provenance.store import CACHE_GET_SQL
+    from provenance.store.guards import CACHE_GET_SQL
 
     question = load_questions()[0]
     body = msgspec.json.encode({"question": question})

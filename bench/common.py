@@ -14,9 +14,9 @@ from pathlib import Path
 
 import asyncpg
 
-from provenance.db import create_pool, migrate, resolve_database_url
 from provenance.settings import Settings, load_settings
 from provenance.store import Store
+from provenance.store.pool import create_pool, migrate, resolve_database_url
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -60,7 +60,7 @@ async def scratch_store(settings: Settings | None = None) -> AsyncIterator[tuple
 def embedded_data_dir(prefix: str) -> Iterator[Path]:
     """A throwaway DATA_DIR with the embedded Postgres started in it; DATA_DIR and DATABASE_URL are set for
     this process and the servers it starts (they join that Postgres). Removed afterwards."""
-    from provenance.embedded_pg import start_embedded, stop_embedded
+    from provenance.store.embedded_pg import start_embedded, stop_embedded
 
     data_dir = Path(tempfile.mkdtemp(prefix=prefix))
     os.environ["DATA_DIR"] = str(data_dir)

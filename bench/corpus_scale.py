@@ -95,8 +95,8 @@ def real_ingest(env: dict[str, str], folder: Path, corpus: str) -> dict[str, Any
 def embedder_speed(folder: Path, n: int = 192) -> float:
     """Passages/s of the embedder alone on the corpus's own first `n` passages (heading and text, as ingest
     embeds them, batched as ingest batches them): what ingest's speed is a ratio of."""
-    from provenance.chunking import chunk_blocks
-    from provenance.ingest import _embed_sorted, passage_text, read_sources
+    from provenance.ingest.chunking import chunk_blocks
+    from provenance.ingest.folder import _embed_sorted, passage_text, read_sources
     from provenance.services import load_embedder
     from provenance.settings import load_settings
 
@@ -118,11 +118,11 @@ def embedder_speed(folder: Path, n: int = 192) -> float:
 
 
 async def _synthetic(size: int) -> dict[str, Any]:
-    from provenance.chunking import Chunk
-    from provenance.db import create_pool, migrate, resolve_database_url
-    from provenance.ingest import EMBED_WINDOW, corpus_version
+    from provenance.ingest.chunking import Chunk
+    from provenance.ingest.folder import EMBED_WINDOW, corpus_version
     from provenance.settings import load_settings
-    from provenance.store import CorpusStore, Staged
+    from provenance.store.corpora import CorpusStore, Staged
+    from provenance.store.pool import create_pool, migrate, resolve_database_url
     from provenance.text import SEGMENTER_VERSION
     from provenance.verifiers.vectors import vocabulary_words
 
@@ -162,7 +162,7 @@ async def _synthetic(size: int) -> dict[str, Any]:
             window.append(Staged(chunk, vectors[2 * i], [(0, len(text), vectors[2 * i + 1])]))
         await store.stage("default", model, SEGMENTER_VERSION, window)
     staged_s = time.perf_counter() - started
-    from provenance.store import CorpusDescription
+    from provenance.store.corpora import CorpusDescription
 
     await store.switch_corpus(
         list(hashes),
@@ -474,7 +474,7 @@ def write_doc(section: str) -> None:
 
 
 def ingest_only(write: bool) -> int:
-    from provenance.embedded_pg import start_embedded, stop_embedded
+    from provenance.store.embedded_pg import start_embedded, stop_embedded
 
     report = json.loads((Path(tempfile.gettempdir()) / "corpus_scale.json").read_text())
     load_before = load_average()
@@ -521,7 +521,7 @@ def main() -> int:
     if args.synthetic is not None:
         print(json.dumps(asyncio.run(_synthetic(args.synthetic))))
         return 0
-    from provenance.embedded_pg import start_embedded, stop_embedded
+    from provenance.store.embedded_pg import start_embedded, stop_embedded
 
     started = time.monotonic()
     report: dict[str, Any] = {"machine": machine(), "load_before": load_average(), "ingests": [], "servers": []}

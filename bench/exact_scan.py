@@ -20,7 +20,8 @@ from bench.vector_scale import DIM
 from provenance.services import load_embedder
 from provenance.settings import load_settings
 from provenance.stages.retrieve import RRF_K
-from provenance.store import CorpusDescription, Store
+from provenance.store import Store
+from provenance.store.corpora import CorpusDescription
 
 
 async def write(store: Store, name: str, size: int, words: list[str], rng: np.random.Generator, model: str) -> None:

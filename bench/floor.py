@@ -27,7 +27,7 @@ from bench import loadgen
 from bench.common import embedded_data_dir, machine
 from bench.server import REPO_ROOT, Server, bench_environ, load_questions, stop_process
 from provenance import report
-from provenance.llm_server import free_port
+from provenance.inference.llm_server import free_port
 
 CONCURRENCY = (1, 8, 32)
 REQUESTS = {1: 1500, 8: 4000, 32: 4000}

@@ -21,9 +21,9 @@ import asyncpg
 import msgspec
 from litestar import Litestar, Request, Response, post
 
-from provenance.db import create_pool, resolve_database_url
 from provenance.settings import load_settings
-from provenance.store import CACHE_GET_SQL
+from provenance.store.guards import CACHE_GET_SQL
+from provenance.store.pool import create_pool, resolve_database_url
 
 
 class _Ask(msgspec.Struct):

@@ -19,16 +19,17 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from provenance import chunking
-from provenance import ingest as ingest_module
-from provenance.chunking import Chunk
-from provenance.db import MAINTENANCE_TIMEOUT_S, create_pool, migrate, resolve_database_url
-from provenance.documents.blocks import BLANK, Block
-from provenance.evals import load_cases, retrieved_answer
+from provenance.evaluation.cases import load_cases
+from provenance.evaluation.scoring import retrieved_answer
+from provenance.ingest import chunking
+from provenance.ingest import folder as ingest_module
+from provenance.ingest.chunking import Chunk
+from provenance.ingest.documents.blocks import BLANK, Block
 from provenance.services import load_embedder
 from provenance.settings import REPO_ROOT, load_settings
 from provenance.stages.retrieve import retrieve
-from provenance.store import CorpusStore
+from provenance.store.corpora import CorpusStore
+from provenance.store.pool import MAINTENANCE_TIMEOUT_S, create_pool, migrate, resolve_database_url
 
 CHUNK_BLOCKS = "chunk_blocks"
 

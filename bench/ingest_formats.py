@@ -8,7 +8,7 @@ section of docs/benchmarks.md.
 
 The documents are generated: the corpus chapters' sections, cycled (each pass's headings numbered, so every
 section is a passage of its own) under one title until the text is long enough, written as Markdown and
-rendered by tests/documents_support.py as the format check renders the corpus: HTML by hand, the PDF
+rendered by tests/ingest/documents_support.py as the format check renders the corpus: HTML by hand, the PDF
 printed from that HTML by Chromium (A5, a narrow hyphenated column, running header and footer, no outline:
 headings by font size), DOCX by python-docx. The HTML and DOCX hold the same text as the ~200-page PDF.
 
@@ -36,10 +36,10 @@ from pathlib import Path
 
 from bench.common import embedded_data_dir, scratch_store
 from bench.server import REPO_ROOT
-from provenance.chunking import chunk_blocks
-from provenance.documents.read import read_document
-from provenance.embedder import Embedder
-from provenance.ingest import ingest, read_sources
+from provenance.inference.embedder import Embedder
+from provenance.ingest.chunking import chunk_blocks
+from provenance.ingest.documents.read import read_document
+from provenance.ingest.folder import ingest, read_sources
 from provenance.report import table
 
 DOC = REPO_ROOT / "docs" / "benchmarks.md"
@@ -119,7 +119,7 @@ async def write_pdf(markdown: str, out: Path) -> int:
     """Print `markdown` as the format check does; the number of pages printed."""
     import pypdf
 
-    from tests.documents_support import html_to_pdf, markdown_to_html
+    from tests.ingest.documents_support import html_to_pdf, markdown_to_html
 
     await html_to_pdf(markdown_to_html(markdown), out)
     return len(pypdf.PdfReader(out).pages)
@@ -138,7 +138,7 @@ def read_and_chunk(path: Path, embedder: Embedder, max_tokens: int) -> tuple[int
 
 
 async def throughput(work: Path, embedder: Embedder) -> list[Throughput]:
-    from tests.documents_support import markdown_to_docx, markdown_to_html
+    from tests.ingest.documents_support import markdown_to_docx, markdown_to_html
 
     markdown = book(THROUGHPUT_PAGES * WORDS_PER_PAGE)
     files: dict[str, tuple[Path, int | None]] = {}
@@ -254,7 +254,7 @@ async def memory(work: Path) -> list[Memory]:
 
 
 async def measure(embedder: Embedder, load_average: Callable[[], str]) -> FormatsReport:
-    from tests.documents_support import CHROMIUM
+    from tests.ingest.documents_support import CHROMIUM
 
     report = FormatsReport(load_before=load_average())
     if not CHROMIUM.exists():

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from bench.common import machine, scratch_store
-from provenance.ingest import ingest
+from provenance.ingest.folder import ingest
 from provenance.report import table
 from provenance.services import load_embedder
 from provenance.stages.retrieve import retrieve

@@ -40,8 +40,8 @@ from typing import Any
 from bench import cached_layers, corpus_scale, floor, ingest_formats, scaling, streaming, vector_scale
 from bench.common import machine, percentile, scratch_store
 from bench.server import REPO_ROOT, LoadResult, Sampler, Server, load_questions, measured_load
-from provenance.embedder import Embedder
-from provenance.ingest import ingest
+from provenance.inference.embedder import Embedder
+from provenance.ingest.folder import ingest
 from provenance.report import table
 from provenance.services import load_embedder
 from provenance.settings import Settings
@@ -155,7 +155,7 @@ def _quote_best(question: str, passages: list[tuple[str, str]]) -> tuple[str, st
 async def anthropic_phase(report: Report, embedder: Embedder, questions: Sequence[str], n: int = 4) -> None:
     # The fake Messages API lives with the tests; it drives the real SDK over loopback.
     from provenance.guards.base import NoGuards
-    from provenance.pipeline import Pipeline
+    from provenance.pipeline.door import Pipeline
     from provenance.profiles.anthropic import build_anthropic_profile
     from provenance.profiles.outputs import ANSWER_TOOL
     from tests.fake_anthropic import PASSAGE_TAG, FakeAnthropic, RecordedRequest, Reply, default_responder
@@ -545,8 +545,8 @@ def main() -> int:
     parser.add_argument("--skip-scaling", action="store_true", help="skip the workers sweep")
     parser.add_argument("--no-write", action="store_true", help="print only; leave the docs alone")
     args = parser.parse_args()
-    from provenance.embedded_pg import start_embedded, stop_embedded
     from provenance.logs import configure_logging
+    from provenance.store.embedded_pg import start_embedded, stop_embedded
 
     configure_logging("warning")
 

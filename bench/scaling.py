@@ -149,7 +149,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/scaling.md alone")
     args = parser.parse_args()
-    from provenance.embedded_pg import start_embedded
+    from provenance.store.embedded_pg import start_embedded
 
     data_dir = Path(tempfile.mkdtemp(prefix="provenance-scaling-"))
     try:
@@ -157,7 +157,7 @@ def main() -> int:
         load_avg = load_average()
         rows = measure(data_dir, [int(w) for w in args.workers.split(",")], args.concurrency, args.requests)
     finally:
-        from provenance.embedded_pg import stop_embedded
+        from provenance.store.embedded_pg import stop_embedded
 
         stop_embedded(data_dir / "pg")
         shutil.rmtree(data_dir, ignore_errors=True)

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from provenance import text as T
-from provenance.chunking import chunk_blocks
-from provenance.documents.read import read_document
+from provenance.ingest.chunking import chunk_blocks
+from provenance.ingest.documents.read import read_document
 from provenance.report import row, table
 from provenance.settings import REPO_ROOT
 

@@ -20,7 +20,7 @@ import httpx
 import psutil
 
 from bench.common import percentile
-from provenance.llm_server import free_port
+from provenance.inference.llm_server import free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -215,7 +215,7 @@ def expected(hit: Hit, spec: Spec) -> bool:
     return hit.code in (200, 429)
 
 
-# --- the judgement: pure functions over what was seen (tests/test_soak.py) -------------------------
+# --- the judgement: pure functions over what was seen (tests/bench/test_soak.py) -------------------------
 
 
 @dataclass(frozen=True)
@@ -611,10 +611,10 @@ async def prime(run: Run, server: Server) -> None:
 
 async def create_keys(dsn: str, run: Run, count: int) -> None:
     """API keys through the store, as `provenance keys create` makes them; one revoked."""
-    from provenance.db import create_pool
     from provenance.guards.apikeys import create_key
     from provenance.settings import Settings
-    from provenance.store import GuardStore
+    from provenance.store.guards import GuardStore
+    from provenance.store.pool import create_pool
 
     pool = await create_pool(dsn, Settings().with_overrides(database_url=dsn))
     try:
@@ -996,11 +996,11 @@ def main() -> int:
         parser.error("--minutes, --scale, --limit and --budget-usd must be positive")
     write = args.write if args.write is not None else args.minutes >= 10
 
-    from provenance.embedded_pg import start_embedded, stop_embedded
+    from provenance.inference.pricing import cost_usd
     from provenance.logs import configure_logging
     from provenance.ports import Usage
-    from provenance.pricing import cost_usd
     from provenance.settings import Settings
+    from provenance.store.embedded_pg import start_embedded, stop_embedded
     from tests.fake_anthropic import FAKE_API_KEY, FakeAnthropic, Reply
 
     configure_logging("warning")
@@ -1033,7 +1033,7 @@ def main() -> int:
             servers.append(("main server", server))
             server.wait_ready()
             # One after the other: two first starts on a fresh database can race in CREATE EXTENSION
-            # (api/provenance/db.py ensure_schema), and the loser exits with a UniqueViolationError.
+            # (api/provenance/store/pool.py ensure_schema), and the loser exits with a UniqueViolationError.
             spend = Server(
                 data_dir,
                 PROFILE="anthropic",

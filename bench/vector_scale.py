@@ -17,8 +17,8 @@ import numpy as np
 
 from bench.common import machine, percentile, scratch_store
 from provenance import report
-from provenance.db import MAINTENANCE_TIMEOUT_S
-from provenance.store import CorpusStore
+from provenance.store.corpora import CorpusStore
+from provenance.store.pool import MAINTENANCE_TIMEOUT_S
 
 DIM = 384
 

@@ -29,11 +29,10 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import minimize
 
-from provenance.chunking import chunk_document
-from provenance.embedder import get_embedder
-from provenance.ingest import read_sources
-from provenance.passages import ScoredPassage
-from provenance.ports import SupportFeatures
+from provenance.inference.embedder import get_embedder
+from provenance.ingest.chunking import chunk_document
+from provenance.ingest.folder import read_sources
+from provenance.ports import ScoredPassage, SupportFeatures
 from provenance.settings import Settings
 from provenance.verifiers.features import COEFFICIENTS_PATH, SUPPORT_FEATURES, load_coefficients
 from provenance.verifiers.rules import LogisticModel

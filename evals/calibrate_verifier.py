@@ -45,10 +45,10 @@ from scipy.optimize import minimize
 from sklearn.metrics import roc_auc_score
 
 from provenance import text as T
-from provenance.chunking import chunk_document
-from provenance.embedder import get_embedder
-from provenance.ingest import read_sources
-from provenance.passages import ScoredPassage
+from provenance.inference.embedder import get_embedder
+from provenance.ingest.chunking import chunk_document
+from provenance.ingest.folder import read_sources
+from provenance.ports import ScoredPassage
 from provenance.settings import Settings
 from provenance.verifiers.features import COEFFICIENTS_PATH, RELEVANCE_FEATURES, RelevanceExtractor
 from provenance.verifiers.vectors import SentenceEmbeddings, WordVectors

@@ -24,9 +24,9 @@ import msgspec
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from provenance.evals import answer_matches, run_evals
-from provenance.passages import ScoredPassage
-from provenance.ports import Verification
+from provenance.evaluation.runner import run_evals
+from provenance.evaluation.scoring import answer_matches
+from provenance.ports import ScoredPassage, Verification
 from provenance.report import table
 from provenance.services import build_profile, load_embedder
 from provenance.settings import Settings

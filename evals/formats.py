@@ -4,7 +4,7 @@
 
 Each document of the corpus (what ingest reads from it: README.md and COVERAGE.md carry the ignore marker
 and examples.json holds questions, so those are copied as they are and stay out of the passages, as in the
-Markdown corpus) is rendered by tests/documents_support.py, the same generators the reader tests use:
+Markdown corpus) is rendered by tests/ingest/documents_support.py, the same generators the reader tests use:
 
 - HTML: a whole web page with what a saved page carries around the content (navigation, a script, a
   header, a footer, an aside), which the reader must drop;
@@ -34,14 +34,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from provenance.chunking import chunk_blocks
-from provenance.embedder import Embedder
-from provenance.evals import CaseResult, Score, ingested_pipeline, load_cases, run_cases, score
-from provenance.ingest import read_sources
+from provenance.evaluation.cases import CaseResult, load_cases
+from provenance.evaluation.runner import ingested_pipeline, run_cases
+from provenance.evaluation.scoring import Score, score
+from provenance.inference.embedder import Embedder
+from provenance.ingest.chunking import chunk_blocks
+from provenance.ingest.folder import read_sources
 from provenance.ports import Profile
 from provenance.report import cell, cli_settings, pct, shown, table
 from provenance.settings import REPO_ROOT, Settings
-from tests.documents_support import html_to_pdf, markdown_to_docx, markdown_to_html
+from tests.ingest.documents_support import html_to_pdf, markdown_to_docx, markdown_to_html
 
 DEFAULT_CORPUS = REPO_ROOT / "corpus"
 DEFAULT_CASES = REPO_ROOT / "evals" / "cases.jsonl"
@@ -187,7 +189,7 @@ def render(
     lines += [
         "",
         "False refusal is of the answerable and partial cases; answered correctly is the share of those "
-        "answered with a reference answer (`provenance.evals.score`).",
+        "answered with a reference answer (`provenance.evaluation.scoring.score`).",
         "",
         "## Cases whose outcome differs from the Markdown corpus's",
         "",

@@ -44,13 +44,13 @@ from typing import Literal, TextIO
 import msgspec
 
 from provenance import text as T
-from provenance.embedder import Embedder
-from provenance.evals import Case, ingested_pipeline, load_cases, load_jsonl
+from provenance.evaluation.cases import Case, load_cases, load_jsonl
+from provenance.evaluation.runner import ingested_pipeline
+from provenance.inference.embedder import Embedder
+from provenance.pipeline.run import WITHHELD
 from provenance.ports import Profile
 from provenance.profiles.outputs import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
-from provenance.progress import Progress
-from provenance.report import cell, cli_settings, pct_of, shown, table
-from provenance.response import WITHHELD
+from provenance.report import ProgressBar, cell, cli_settings, pct_of, shown, table
 from provenance.settings import REPO_ROOT, Settings
 from provenance.wire import AskResponse, ClaimResult
 from tests.fake_anthropic import PASSAGE_TAG, FakeAnthropic, RecordedRequest, Reply, default_responder
@@ -291,7 +291,7 @@ class Ticker:
     """Progress on stderr: the bar on a terminal, else a plain line every few cases."""
 
     def __init__(self, total: int, label: str, stream: TextIO = sys.stderr) -> None:
-        self.bar = Progress(total, label, stream)
+        self.bar = ProgressBar(total, label, stream)
         self.total, self.label, self.stream = total, label, stream
         self.every = max(1, total // 20)
         self.started = time.monotonic()

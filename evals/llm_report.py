@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from provenance import text as T
-from provenance.evals import PARTIAL
-from provenance.llm_server import QWEN_SHA256, REPO_ROOT
+from provenance.evaluation.scoring import PARTIAL
+from provenance.inference.llm_server import QWEN_SHA256, REPO_ROOT
 from provenance.report import cell, row, table
 from provenance.stages.claim_filters import is_meta_claim
 

@@ -26,21 +26,13 @@ from pathlib import Path
 
 import msgspec
 
-from provenance.embedder import Embedder
-from provenance.evals import (
-    THRESHOLDS,
-    Case,
-    CaseResult,
-    ingested_pipeline,
-    load_cases,
-    rescore,
-    run_cases,
-    score,
-)
-from provenance.ingest import read_sources
+from provenance.evaluation.cases import Case, CaseResult, load_cases
+from provenance.evaluation.runner import ingested_pipeline, run_cases
+from provenance.evaluation.scoring import THRESHOLDS, rescore, score
+from provenance.inference.embedder import Embedder
+from provenance.ingest.folder import read_sources
 from provenance.ports import Profile
-from provenance.progress import Progress
-from provenance.report import cell, cli_settings, pct, shown, table
+from provenance.report import ProgressBar, cell, cli_settings, pct, shown, table
 from provenance.settings import REPO_ROOT, Settings
 
 DEFAULT_SUITE = REPO_ROOT.parent / "shared" / "benchmarks" / "squad2-normans"
@@ -164,7 +156,7 @@ async def run_plan(
     settings: Settings, files: Sequence[CorpusFile], suite_plan: Plan, embedder: Embedder, profile: Profile
 ) -> list[GroupResult]:
     out: list[GroupResult] = []
-    bar = Progress(suite_plan.n_cases, "negative rejection", stream=sys.stderr)
+    bar = ProgressBar(suite_plan.n_cases, "negative rejection", stream=sys.stderr)
     done = 0
     with tempfile.TemporaryDirectory(prefix="provenance-negative-") as tmp:
         for i, group in enumerate(suite_plan.groups, start=1):

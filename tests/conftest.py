@@ -17,14 +17,14 @@ import pytest
 import pytest_asyncio
 import uvicorn
 
-from provenance.db import create_pool, migrate
-from provenance.embedder import Embedder
-from provenance.ingest import ingest
-from provenance.llm_server import free_port
+from provenance.http.uvicorn_protocols import HttpImpl, http_protocol
+from provenance.inference.embedder import Embedder
+from provenance.inference.llm_server import free_port
+from provenance.ingest.folder import ingest
 from provenance.services import Services, build_services, load_embedder
-from provenance.serving import HttpImpl, http_protocol
 from provenance.settings import REPO_ROOT, Settings
 from provenance.store import Store
+from provenance.store.pool import create_pool, migrate
 from tests.fake_anthropic import FakeAnthropic
 
 CORPUS = REPO_ROOT / "corpus"
@@ -36,7 +36,7 @@ def pg_dsn() -> Iterator[str]:
     if url:
         yield url
         return
-    from provenance.embedded_pg import start_embedded
+    from provenance.store.embedded_pg import start_embedded
 
     root = Path(tempfile.mkdtemp(prefix="provenance-test-pg-"))
     yield start_embedded(root / "pg")

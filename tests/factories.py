@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from provenance.evals import CaseResult
+from provenance.evaluation.cases import CaseResult
 
 
 def case_result(**fields: Any) -> CaseResult:

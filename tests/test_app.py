@@ -61,7 +61,7 @@ def test_corpus_and_passage_endpoints(live_server: LiveServer) -> None:
     assert "$14" in r.json()["text"] and r.json()["tokenCount"] > 0
     # The wire shape, exactly: camelCase, nothing of the table's own (position, hash, corpus) leaks out.
     assert set(r.json()) == {"id", "source", "heading", "text", "tokenCount", "embeddingModel", "pages"}
-    assert r.json()["pages"] is None  # pages are a PDF's (tests/test_ingest_documents.py)
+    assert r.json()["pages"] is None  # pages are a PDF's (tests/ingest/test_ingest_documents.py)
     assert r.json()["id"] == pid and r.json()["heading"] == "Storage and Lockers > Lockers"
     missing = httpx.get(f"{live_server.url}/passages/nope.md%23none")
     assert missing.status_code == 404 and "nope.md#none" in missing.json()["error"]["message"]

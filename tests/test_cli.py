@@ -46,7 +46,7 @@ def test_help_is_written_for_users() -> None:
     assert "as issues land" not in r.stdout
     for command in ("serve", "ingest", "corpora", "keys", "db", "warm-cache", "evals"):
         assert command in r.stdout
-    from provenance.documents.read import SUFFIXES
+    from provenance.ingest.documents.read import SUFFIXES
 
     # Every format ingest reads, named where a newcomer looks: the command list and the getting-started lines.
     for part in r.stdout.split("getting started:"):

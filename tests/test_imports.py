@@ -49,10 +49,10 @@ def import_graph() -> dict[str, set[str]]:
 
 def test_the_graph_sees_imports_at_the_top_and_inside_functions() -> None:
     graph = import_graph()
-    assert {"provenance.pipeline", "provenance.settings", "provenance.errors"} <= set(graph)
+    assert {"provenance.pipeline.door", "provenance.settings", "provenance.errors"} <= set(graph)
     assert "provenance.errors" in graph["provenance.settings"]  # at the top
     assert "provenance.profiles.anthropic" in graph["provenance.services"]  # inside build_profile
-    assert "provenance.text" in graph["provenance.answering"]  # `from provenance import text as T`
+    assert "provenance.text" in graph["provenance.pipeline.answering"]  # `from provenance import text as T`
     assert "provenance.http.routes" in graph["provenance.app"]
 
 

@@ -25,18 +25,18 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.server import Server
 from provenance.app import create_app
-from provenance.db import create_pool
 from provenance.guards.spend import utc_day
-from provenance.http.metrics import may_read
-from provenance.pipeline import Pipeline
+from provenance.http.metrics_route import may_read
+from provenance.pipeline.door import Pipeline
 from provenance.profiles.anthropic import call_name
 from provenance.profiles.outputs import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
 from provenance.services import Services
 from provenance.settings import REPO_ROOT, Settings, load_settings
 from provenance.store import Store
+from provenance.store.pool import create_pool
 from tests.conftest import LiveServer
 from tests.fake_anthropic import FakeAnthropic
-from tests.reliability_support import corpus_copy, drop_schema, one_slot_server
+from tests.reliability.support import corpus_copy, drop_schema, one_slot_server
 
 TOKEN = "metrics-token-0123456789"
 OPS = REPO_ROOT / "ops"

@@ -1,5 +1,5 @@
 """Choose the local models' operating point on the validation articles, through the runtime code path
-(the int8 ONNX files, `provenance.cross_encoders`), and write `api/provenance/data/local_models.json`.
+(the int8 ONNX files, `provenance.inference.cross_encoders`), and write `api/provenance/data/local_models.json`.
 
     .venv/bin/python -m train.calibrate
 
@@ -53,7 +53,7 @@ class Retrieval:
     embedder, the top K."""
 
     def __init__(self, rows: list[dict[str, Any]]) -> None:
-        from provenance.embedder import LOCAL_MODEL, get_embedder
+        from provenance.inference.embedder import LOCAL_MODEL, get_embedder
 
         self.embedder = get_embedder(LOCAL_MODEL, common.ROOT / ".data")
         self.by_title: dict[str, list[str]] = {}
@@ -73,7 +73,7 @@ def collect(
     rows: list[dict[str, Any]], reader_path: Path | None = None, verifier_path: Path | None = None
 ) -> list[dict[str, Any]]:
     from provenance import text as T
-    from provenance.cross_encoders import PairVerifier, Reader, get_reader, get_verifier
+    from provenance.inference.cross_encoders import PairVerifier, Reader, get_reader, get_verifier
 
     # A candidate model (a new epoch, say) is measured from its own file before it replaces the shipped one.
     reader = Reader(reader_path) if reader_path else get_reader()

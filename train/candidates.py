@@ -29,7 +29,7 @@ SPANS = 3
 
 def candidates(rows: list[dict[str, Any]], out: Path, reader_path: Path | None) -> None:
     from provenance import text as T
-    from provenance.cross_encoders import Reader, get_reader
+    from provenance.inference.cross_encoders import Reader, get_reader
 
     reader = Reader(reader_path) if reader_path else get_reader()
     retrieve = Retrieval(rows)

@@ -135,7 +135,7 @@ def main() -> None:
     text = f"""# The trained local models (`LOCAL_MODELS=trained`; not the default)
 
 Two small models, trained on this 2-core machine by `make train` and committed as int8 ONNX. They load
-offline with onnxruntime (`api/provenance/cross_encoders.py`); nothing is fetched at run time. This page is
+offline with onnxruntime (`api/provenance/inference/cross_encoders.py`); nothing is fetched at run time. This page is
 written by `train/card.py` from the run's own records.
 
 {TABLE}

@@ -43,7 +43,7 @@ function verdictBanner(resp) {
     h('span', { class: 'verdict__icon', 'aria-hidden': 'true', text: v.icon }),
     h('div', { class: 'verdict__body' },
       h('h2', { class: 'verdict__title', id: 'verdict-title' }, v.title),
-      // The reason's headline comes from the server (api/provenance/reasons.py), worded there once.
+      // The reason's headline comes from the server (api/provenance/pipeline/reasons.py), worded there once.
       h('p', { class: 'verdict__sub', text: resp.headline ? `${resp.headline}.` : v.sub })),
     meta);
 }
@@ -119,7 +119,7 @@ function whyBlock(resp, retryAfter) {
 }
 
 /**
- * The server's message (api/provenance/reasons.py, with this request's particulars): the explanation, then what it
+ * The server's message (api/provenance/pipeline/reasons.py, with this request's particulars): the explanation, then what it
  * adds in a closing parenthesis as Details, unless the gate's gauges are drawn, which show those figures.
  */
 function explanation(message, showGate) {

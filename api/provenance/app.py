@@ -19,7 +19,7 @@ from provenance import __version__
 from provenance.http.exceptions import EXCEPTION_HANDLERS
 from provenance.http.feedback import declare_feedback_constraints
 from provenance.http.feedback import feedback as feedback_endpoint
-from provenance.http.metrics import count_response, metrics_endpoint
+from provenance.http.metrics_route import count_response, metrics_endpoint
 from provenance.http.middleware import request_middleware, security_headers
 from provenance.http.routes import ROUTES, declare_request_constraints, provide_services
 from provenance.http.streaming import declare_streaming

@@ -17,10 +17,10 @@ from typing import Any
 
 import asyncpg
 
-from provenance.corpora import DEFAULT_CORPUS
 from provenance.errors import ConfigurationError, SettingsError
 from provenance.logs import configure_logging
 from provenance.settings import Settings, load_settings
+from provenance.wire import DEFAULT_CORPUS
 
 DESCRIPTION = """\
 Answers questions from a folder of documents, and refuses, showing the evidence, when the documents
@@ -44,7 +44,7 @@ Run `provenance COMMAND --help` for a command's options."""
 
 def _formats() -> str:
     """The formats ingest reads, as the help names them (from the readers themselves, so none is missed)."""
-    from provenance.documents.read import SUFFIXES
+    from provenance.ingest.documents.read import SUFFIXES
 
     return ", ".join(SUFFIXES[:-1]) + f" and {SUFFIXES[-1]} files"
 
@@ -61,7 +61,7 @@ def _settings() -> Settings:
 
 
 async def _with_pool(settings: Settings) -> asyncpg.Pool:
-    from provenance.db import create_pool, migrate, resolve_database_url
+    from provenance.store.pool import create_pool, migrate, resolve_database_url
 
     pool = await create_pool(resolve_database_url(settings), settings)
     await migrate(pool)
@@ -69,7 +69,7 @@ async def _with_pool(settings: Settings) -> asyncpg.Pool:
 
 
 async def _migrate(settings: Settings) -> list[str]:
-    from provenance.db import create_pool, migrate, resolve_database_url
+    from provenance.store.pool import create_pool, migrate, resolve_database_url
 
     pool = await create_pool(resolve_database_url(settings), settings)
     try:
@@ -79,9 +79,9 @@ async def _migrate(settings: Settings) -> list[str]:
 
 
 async def _ingest(settings: Settings, directory: Path, force: bool, corpus: str, replace: bool = False) -> str:
-    from provenance.ingest import ingest
+    from provenance.ingest.folder import ingest
     from provenance.services import load_embedder
-    from provenance.store import CorpusStore
+    from provenance.store.corpora import CorpusStore
 
     pool = await _with_pool(settings)
     try:
@@ -102,7 +102,7 @@ async def _ingest(settings: Settings, directory: Path, force: bool, corpus: str,
 
 
 async def _corpus_folder(settings: Settings, name: str) -> Path | None:
-    from provenance.store import CorpusStore
+    from provenance.store.corpora import CorpusStore
 
     pool = await _with_pool(settings)
     try:
@@ -114,7 +114,7 @@ async def _corpus_folder(settings: Settings, name: str) -> Path | None:
 
 async def _keys(settings: Settings, action: str, name: str | None) -> int:
     from provenance.guards.apikeys import create_key, list_keys, valid_name
-    from provenance.store import GuardStore
+    from provenance.store.guards import GuardStore
 
     if name is not None and not valid_name(name):
         print("error: a key name is 1-64 letters, digits, '.', '_' or '-'", file=sys.stderr)
@@ -197,9 +197,9 @@ def _usage(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], in
 
 async def _fill_sentences(settings: Settings) -> int:
     """Compute, once, the sentence and word vectors a database ingested before they were stored lacks."""
-    from provenance.ingest import fill_missing_sentences
+    from provenance.ingest.folder import fill_missing_sentences
     from provenance.services import load_embedder
-    from provenance.store import CorpusStore
+    from provenance.store.corpora import CorpusStore
 
     pool = await _with_pool(settings)
     try:
@@ -217,7 +217,7 @@ def _fill_sentences_now(settings: Settings) -> None:
 
 
 async def _list_corpora(settings: Settings) -> int:
-    from provenance.store import CorpusStore
+    from provenance.store.corpora import CorpusStore
 
     pool = await _with_pool(settings)
     try:
@@ -245,7 +245,7 @@ async def _list_corpora(settings: Settings) -> int:
 
 
 async def _remove_corpus(settings: Settings, name: str, yes: bool, force: bool) -> int:
-    from provenance.store import CorpusStore
+    from provenance.store.corpora import CorpusStore
 
     if name == DEFAULT_CORPUS and not force:
         print(
@@ -369,7 +369,7 @@ def _metrics_dir() -> Path | None:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from provenance.serving import http_protocol
+    from provenance.http.uvicorn_protocols import http_protocol
 
     settings = _settings()
     made = _metrics_dir() if settings.metrics.enabled else None
@@ -380,7 +380,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if settings.database.url is None:
         # Start the embedded server here, in the parent, so that every worker joins one Postgres and
         # Ctrl-C on this process stops it cleanly.
-        from provenance.embedded_pg import start_embedded
+        from provenance.store.embedded_pg import start_embedded
 
         os.environ["DATABASE_URL"] = start_embedded(settings.pg_data_dir)
         settings = _settings()
@@ -416,9 +416,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_evals(args: argparse.Namespace) -> int:
-    from provenance.corpora import valid_name
-    from provenance.evals import run_evals
+    from provenance.evaluation.runner import run_evals
     from provenance.services import build_profile, load_embedder
+    from provenance.wire import valid_name
 
     settings = _settings()
     if args.profile:

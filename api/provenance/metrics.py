@@ -35,7 +35,7 @@ from prometheus_client.registry import REGISTRY, Collector
 
 from provenance.errors import ModelError, Overloaded
 from provenance.settings import Settings
-from provenance.store import GuardStore
+from provenance.store.guards import GuardStore
 from provenance.wire import AskResponse, Reason, Stages
 
 # Stage latencies run from a cached answer's fraction of a millisecond to a slow model call's tens of seconds.
@@ -148,7 +148,7 @@ def multiprocess() -> bool:
 
 
 class PrometheusObserver:
-    """The pipeline's observer (provenance.observe.AskObserver) that counts into the metrics above."""
+    """The pipeline's observer (provenance.pipeline.observe.AskObserver) that counts into the metrics above."""
 
     def __init__(self, settings: Settings) -> None:
         ADMISSION_SLOTS.set(settings.server.ask_concurrency)

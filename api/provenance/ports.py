@@ -1,5 +1,5 @@
 """Ports: the small protocols the pipeline stages call, the pipeline's contract with the model profiles; each
-profile supplies real implementations."""
+profile supplies real implementations. And the passage they all pass around (ScoredPassage)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import Literal, Protocol, runtime_checkable
 import msgspec
 import numpy as np
 
-from provenance.passages import ScoredPassage
 from provenance.wire import EvidenceSpan, JudgeRecord
 
 # A stored passage's text and its sentence spans (code-point offsets, decided once at ingest; empty where none
@@ -237,3 +236,19 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if (self.decomposer is None) == (self.decompose_and_verify is None):
             raise ValueError(f"profile {self.name!r} needs exactly one of decomposer and decompose_and_verify")
+
+
+class ScoredPassage(msgspec.Struct, frozen=True):
+    """The passage as retrieval hands it to every later stage: what the pipeline, the profiles and the
+    verifiers read. It has no SQL in it; the data-access module builds it from rows."""
+
+    id: str
+    source: str
+    heading: str
+    text: str
+    score: float
+    pages: list[int] | None = None  # the pages of a paged source (PDF) it came from, in order
+    # Its sentence units as [start, end) offsets into `text`, as ingest decided them (passage_sentences);
+    # empty when none are stored (a passage built in a test, or text quarantine rewrote): then
+    # `provenance.text.sentence_spans` decides them from the text, by the same rule.
+    sentences: tuple[tuple[int, int], ...] = ()

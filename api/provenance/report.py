@@ -1,6 +1,6 @@
 """What every report the offline tools write shares (`provenance evals`, `evals/`, `bench/`, `train/`): a
-Markdown table, a cell of free text, a percentage, a path as a committed report shows it, and the command
-line's start-up (settings and logging).
+Markdown table, a cell of free text, a percentage, a path as a committed report shows it, the command
+line's start-up (settings and logging), and a progress bar.
 
 Written once, so two reports can't disagree on how a rate is rounded or a `|` in a question is escaped.
 """
@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
     from provenance.settings import Settings
@@ -67,3 +68,33 @@ def cli_settings(*, log_level: str | None = None) -> Settings | None:
         return None
     configure_logging(log_level or settings.server.log_level)
     return settings
+
+
+class ProgressBar:
+    """A dependency-free progress bar, drawn only when the stream is a terminal."""
+
+    def __init__(self, total: int, label: str, stream: TextIO | None = None) -> None:
+        self.total = max(total, 0)
+        self.label = label
+        self.stream = stream or sys.stdout
+        self.enabled = self.stream.isatty() and self.total > 0
+        self.done = 0
+        self._started = time.monotonic()
+
+    def advance(self, n: int = 1) -> None:
+        self.done = min(self.total, self.done + n)
+        if not self.enabled:
+            return
+        width = 30
+        filled = int(width * self.done / self.total)
+        elapsed = time.monotonic() - self._started
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        eta = (self.total - self.done) / rate if rate > 0 else 0.0
+        bar = "█" * filled + "░" * (width - filled)
+        self.stream.write(f"\r{self.label} {bar} {self.done}/{self.total} · {rate:.1f}/s · eta {eta:.0f}s ")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()

@@ -9,17 +9,18 @@ from dataclasses import dataclass
 import asyncpg
 import msgspec
 
-from provenance.db import create_pool, migrate, resolve_database_url
-from provenance.embedder import BatchingEmbedder, Embedder, FastEmbedEmbedder, get_embedder
 from provenance.feedback.desk import FeedbackDesk
 from provenance.feedback.responses import ResponseLog, served_settings
 from provenance.guards.base import Guards
+from provenance.inference.embedder import BatchingEmbedder, Embedder, FastEmbedEmbedder, get_embedder
 from provenance.metrics import PrometheusObserver
-from provenance.pipeline import Pipeline
+from provenance.pipeline.door import Pipeline
 from provenance.ports import Profile, Usage
 from provenance.profiles.local import build_local_profile
 from provenance.settings import Settings
-from provenance.store import GuardStore, Store
+from provenance.store import Store
+from provenance.store.guards import GuardStore
+from provenance.store.pool import create_pool, migrate, resolve_database_url
 from provenance.verifiers import LocalVerifier, build_verifier
 
 

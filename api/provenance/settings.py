@@ -13,7 +13,7 @@ from typing import Literal
 import msgspec
 
 from provenance.errors import SettingsError
-from provenance.streamed_calls import Bounds
+from provenance.inference.streamed_calls import Bounds
 
 # The checkout (or image) root: db/, corpus/ and web/ sit beside api/, the folder this package is in.
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -56,7 +56,7 @@ class ServerSettings(msgspec.Struct, frozen=True, kw_only=True):
     request_max_body_bytes: int = 65_536
     request_read_timeout_s: float = 10.0
     # From a connection's opening (or a request's first byte on a kept-alive one) to the end of the
-    # request's headers; past it the connection is closed (api/provenance/serving.py).
+    # request's headers; past it the connection is closed (api/provenance/http/uvicorn_protocols.py).
     request_header_timeout_s: float = 10.0
     # Admission control for uncached /ask: pipelines run at once, questions allowed to wait, and how long.
     # Throughput stops growing at about one pipeline per core (docs/reliability.md, "Overload"); more at
@@ -154,7 +154,7 @@ class AnthropicSettings(msgspec.Struct, frozen=True, kw_only=True):
     api_key: str | None = None
     base_url: str | None = None
     model: str = "claude-haiku-4-5"
-    # Calls stream, bounded on their progress (`provenance.streamed_calls`): the first token within
+    # Calls stream, bounded on their progress (`provenance.inference.streamed_calls`): the first token within
     # `first_token_s` plus the prompt's tokens at `prompt_tokens_per_s`, no gap between tokens over
     # `token_gap_s`, and the whole call within `timeout_s`, however steadily it streams.
     timeout_s: float = 60.0
@@ -178,7 +178,7 @@ class OpenAISettings(msgspec.Struct, frozen=True, kw_only=True):
     # Local servers need none; the SDK insists on one, so the profile passes a placeholder.
     api_key: str | None = None
     model: str | None = None
-    # Calls stream, bounded on their progress (`provenance.streamed_calls`); the defaults are a small model on
+    # Calls stream, bounded on their progress (`provenance.inference.streamed_calls`); the defaults are a small model on
     # a few CPU cores, which reads a prompt at a few tens of tokens a second and writes a few tokens a second.
     # The whole call: a ceiling, however steadily it streams.
     timeout_s: float = 300.0

@@ -182,7 +182,10 @@ def has_negation(text: str) -> bool:
 # spans are recomputed, never mixed.
 SEGMENTER_VERSION: str = f"pysbd-{pysbd.__version__}"
 _SEGMENTER = pysbd.Segmenter(language="en", clean=False)
-_LIST_MARKER = re.compile(r"(?:[-*+•◦]|\d+[.)])\s+")
+# A list item's bullet or number: the one pattern, for sentence units here and the reader's masking
+# (inference.cross_encoders).
+LIST_BULLET = r"(?:[-*+•◦]|\d+[.)])"
+_LIST_MARKER = re.compile(LIST_BULLET + r"\s+")
 _CODE_INDENT = "    "
 
 
@@ -237,7 +240,7 @@ def _spans(text: str) -> tuple[tuple[int, int], ...]:
             continue
         base = para.start()
         if all(m.group(0).startswith(_CODE_INDENT) for m in lines):
-            # A code block: one unit, never split (provenance.documents.markdown indents its lines).
+            # A code block: one unit, never split (provenance.ingest.documents.markdown indents its lines).
             a = base + lines[0].start() + len(lines[0].group(0)) - len(lines[0].group(0).lstrip())
             out.append((a, base + lines[-1].end()))
             continue

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Collection
 from typing import Annotated, Literal
 
 import msgspec
@@ -133,7 +135,7 @@ class RetrievedPassage(Wire):
     text: str
     score: float
     pages: Pages = None
-    # Set on a refusal only (pipeline._closest).
+    # Set on a refusal only (stages.closest).
     closest: ClosestSentence | None = None
 
 
@@ -362,7 +364,7 @@ class AskResponse(Wire):
     profile: str
     total_ms: float
     stages: Stages
-    # Why it was refused or blocked, worded once in provenance.reasons: a few words, then the explanation
+    # Why it was refused or blocked, worded once in provenance.pipeline.reasons: a few words, then the explanation
     # with this request's particulars. Both null when answered.
     headline: str | None = None
     message: str | None = None
@@ -462,3 +464,18 @@ class PublicConfig(Wire):
     judge: JudgeInfo | None = None
     # Whether the page asks "Was this right?" under each answer and refusal (POST /feedback).
     feedback: bool = False
+
+
+DEFAULT_CORPUS = "default"
+_NAME = re.compile(CORPUS_NAME_PATTERN)
+
+
+def valid_name(name: str) -> bool:
+    return _NAME.match(name) is not None
+
+
+def default_of(names: Collection[str]) -> str:
+    """What /ask answers from without a `corpus`: "default" (what `make run` serves), else the first by name."""
+    if DEFAULT_CORPUS in names or not names:
+        return DEFAULT_CORPUS
+    return min(names)

@@ -12,8 +12,8 @@ from playwright.async_api import Browser, Page, ViewportSize, async_playwright
 
 from provenance.settings import Settings
 from tests.conftest import LiveServer
-from tests.documents_support import CHROMIUM, CHROMIUM_ARGS
-from tests.test_corpora import two_corpora  # noqa: F401  (the fixture, shared)
+from tests.ingest.documents_support import CHROMIUM, CHROMIUM_ARGS
+from tests.ingest.test_corpora import two_corpora  # noqa: F401  (the fixture, shared)
 
 HAVE_CHROMIUM = CHROMIUM.exists()
 SKIP_REASON = f"{CHROMIUM} is not installed (`make chromium` installs Debian's package; CI runs it)"

@@ -12,12 +12,12 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Page, expect
 
-from provenance.embedder import Embedder
+from provenance.inference.embedder import Embedder
 from provenance.services import Services
 from provenance.settings import Settings
 from tests.browser.conftest import HAVE_CHROMIUM, SKIP_REASON
 from tests.conftest import LiveServer
-from tests.reliability_support import corpus_copy, drop_schema
+from tests.reliability.support import corpus_copy, drop_schema
 
 pytestmark = pytest.mark.skipif(not HAVE_CHROMIUM, reason=SKIP_REASON)
 

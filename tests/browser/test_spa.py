@@ -18,12 +18,12 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, Request, Route, expect
 
-from provenance.db import create_pool, migrate
-from provenance.embedder import Embedder
-from provenance.ingest import ingest
-from provenance.reasons import REASONS
+from provenance.inference.embedder import Embedder
+from provenance.ingest.folder import ingest
+from provenance.pipeline.reasons import REASONS
 from provenance.settings import REPO_ROOT, Settings
 from provenance.store import Store
+from provenance.store.pool import create_pool, migrate
 from tests.browser.conftest import HAVE_CHROMIUM, SKIP_REASON
 from tests.conftest import CORPUS, LiveServer, make_settings
 
@@ -173,8 +173,9 @@ def reply(status: int, body: object, headers: dict[str, str] | None = None) -> C
     return handler
 
 
-# The rate limit's words (api/provenance/reasons.py), and what the server says when an address has used its hour up
-# (api/provenance/guards/ratelimit.py, api/provenance/pipeline.py).
+# The rate limit's words (api/provenance/pipeline/reasons.py), and what the server says when an address has used
+# its hour up
+# (api/provenance/guards/ratelimit.py, api/provenance/pipeline/door.py).
 RATE_LIMITED = REASONS["rate_limited"]
 HOURLY_LIMIT_MESSAGE = (
     "The limit of 60 questions per hour for each address is used up; try again in 37 minutes."
@@ -218,7 +219,7 @@ async def test_error_replies_are_shown(page: Page, live_server: LiveServer) -> N
     await expect(error).to_be_hidden()
     await expect(page.get_by_test_id("verdict")).to_have_attribute("data-status", "blocked")
     await expect(page.get_by_test_id("refusal-reason")).to_have_attribute("data-reason", "rate_limited")
-    # The headline is the server's (api/provenance/reasons.py), not a second catalogue in the page.
+    # The headline is the server's (api/provenance/pipeline/reasons.py), not a second catalogue in the page.
     await expect(page.locator(".verdict__sub")).to_have_text(f"{RATE_LIMITED.headline}.")
     # The real window and a wait in words, not "per minute" and "2161 s".
     await expect(page.get_by_test_id("retry-after")).to_have_text("Try again in 37 minutes.")
@@ -520,7 +521,7 @@ async def test_a_true_sentence_that_does_not_answer_is_not_painted_red(page: Pag
 
 async def test_the_quarantine_row_says_what_it_held_back(page: Page, live_server: LiveServer) -> None:
     """The handbook has no sentence addressed to the model, so the server's real answer is given the
-    quarantine record of a poisoned passage (tests/test_reliability_injection.py makes real ones)."""
+    quarantine record of a poisoned passage (tests/reliability/test_reliability_injection.py makes real ones)."""
     await page.goto(live_server.url)
     real = await page.evaluate(
         "q => fetch('/ask', {method: 'POST', headers: {'content-type': 'application/json'},"

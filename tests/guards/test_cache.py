@@ -13,16 +13,15 @@ import pytest
 import pytest_asyncio
 
 from provenance.cli import main
-from provenance.db import create_pool, migrate
-from provenance.embedder import Embedder
 from provenance.guards.postgres import PostgresGuards
 from provenance.guards.spend import request_estimate_usd, utc_day
-from provenance.ingest import ingest
-from provenance.passages import ScoredPassage
-from provenance.pipeline import Pipeline
-from provenance.ports import ScreenVerdict, Usage
+from provenance.inference.embedder import Embedder
+from provenance.ingest.folder import ingest
+from provenance.pipeline.door import Pipeline
+from provenance.ports import ScoredPassage, ScreenVerdict, Usage
 from provenance.services import Services, build_services
 from provenance.store import Store
+from provenance.store.pool import create_pool, migrate
 from provenance.wire import AskResponse
 from tests.conftest import CORPUS, make_settings
 

@@ -8,8 +8,8 @@ import pytest
 from anthropic import AsyncAnthropic
 
 from provenance.guards.spend import SpendCap, request_estimate_usd, utc_day
+from provenance.inference.pricing import cost_usd, max_call_cost_usd
 from provenance.ports import Profile, Usage
-from provenance.pricing import cost_usd, max_call_cost_usd
 from provenance.profiles.anthropic import build_anthropic_models
 from provenance.settings import Settings
 from provenance.store import Store

@@ -17,20 +17,19 @@ import msgspec
 import pytest
 
 from provenance import text as T
-from provenance.evals import load_cases
+from provenance.evaluation.cases import load_cases
 from provenance.guards.spend import utc_day
 from provenance.http.streaming import WIRE_KEYS, _Events, stream_ask
-from provenance.passages import ScoredPassage
-from provenance.pipeline import Pipeline
-from provenance.ports import ClaimVerdict, Decomposition, Usage, Verification
-from provenance.response import WITHHELD_NOT_IN_ANSWER, OnStage, Outcome
+from provenance.inference.streamed_calls import Progress
+from provenance.pipeline.door import Pipeline
+from provenance.pipeline.run import WITHHELD_NOT_IN_ANSWER, OnStage, Outcome
+from provenance.ports import ClaimVerdict, Decomposition, ScoredPassage, Usage, Verification
 from provenance.services import Services
 from provenance.settings import REPO_ROOT, Settings
-from provenance.streamed_calls import Progress
 from provenance.wire import AdmissionStage, AskResponse, SpendStage, StageRecord
 from tests.conftest import LiveServer
 from tests.fake_anthropic import FakeAnthropic, fake_anthropic
-from tests.test_pipeline_local import FixedGenerator
+from tests.pipeline.test_pipeline_local import FixedGenerator
 
 __all__ = ["fake_anthropic"]  # the fixture, imported so pytest finds it here
 

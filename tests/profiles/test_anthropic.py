@@ -7,11 +7,10 @@ import time
 
 import pytest
 
-from provenance.embedder import Embedder
 from provenance.errors import ModelError, ModelOutputError
-from provenance.passages import ScoredPassage
-from provenance.ports import Usage
-from provenance.pricing import cost_usd, max_call_cost_usd, price_for
+from provenance.inference.embedder import Embedder
+from provenance.inference.pricing import cost_usd, max_call_cost_usd, price_for
+from provenance.ports import ScoredPassage, Usage
 from provenance.profiles.anthropic import (
     SDK_TIMEOUT_MARGIN_S,
     AnthropicDecomposeAndVerify,

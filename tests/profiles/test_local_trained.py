@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from provenance import text as T
-from provenance.cross_encoders import READER_PATH, VERIFIER_PATH, as_prose, get_reader, load_calibration
-from provenance.embedder import Embedder
-from provenance.passages import ScoredPassage
-from provenance.pipeline import Pipeline
+from provenance.inference.cross_encoders import READER_PATH, VERIFIER_PATH, as_prose, get_reader, load_calibration
+from provenance.inference.embedder import Embedder
+from provenance.pipeline.door import Pipeline
+from provenance.ports import ScoredPassage
 from provenance.profiles.local import build_local_profile
 from provenance.profiles.local_trained import ReaderGenerator
 from provenance.services import Services

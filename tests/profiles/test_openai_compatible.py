@@ -15,16 +15,16 @@ import pytest
 import pytest_asyncio
 import structlog
 
-from provenance.embedder import Embedder
 from provenance.errors import ModelOutputError, SettingsError
-from provenance.evals import Case, to_result
+from provenance.evaluation.cases import Case
+from provenance.evaluation.runner import to_result
 from provenance.guards.base import NoGuards, Reservation
 from provenance.guards.spend import request_estimate_usd
-from provenance.llm_server import RunningServer, server_available, serving, smollm2_gguf
-from provenance.passages import ScoredPassage
-from provenance.pipeline import Pipeline
-from provenance.ports import Usage
-from provenance.pricing import HAIKU_4_5, cost_usd, price_for, price_table
+from provenance.inference.embedder import Embedder
+from provenance.inference.llm_server import RunningServer, server_available, serving, smollm2_gguf
+from provenance.inference.pricing import HAIKU_4_5, cost_usd, price_for, price_table
+from provenance.pipeline.door import Pipeline
+from provenance.ports import ScoredPassage, Usage
 from provenance.profiles.base import cut_off_answer
 from provenance.profiles.openai_compatible import (
     MAX_CLAIMS,
@@ -254,7 +254,7 @@ async def test_the_pipeline_through_a_real_model_server(
 
 @pytest.mark.timeout(600)
 async def test_the_real_server_streams_its_tokens_and_counts(llama_server: RunningServer) -> None:
-    from provenance.streamed_calls import PROGRESS, Progress
+    from provenance.inference.streamed_calls import PROGRESS, Progress
 
     settings = openai_settings(Settings(), llama_server.base_url, openai_max_output_tokens=64)
     models = build_openai_models(settings)
@@ -511,7 +511,7 @@ async def test_the_judge_reads_a_probability_from_the_real_servers_logprobs(llam
 def test_the_supervised_server_is_restarted_when_it_dies(tmp_path: Path) -> None:
     import time
 
-    from provenance.llm_server import Supervised
+    from provenance.inference.llm_server import Supervised
 
     supervised = Supervised(_smollm2(), log=tmp_path / "judge.log", check_s=0.2)
     try:

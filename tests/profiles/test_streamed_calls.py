@@ -1,4 +1,4 @@
-"""Model calls stream, bounded on their progress (`provenance.streamed_calls`), the same for both SDKs: each
+"""Model calls stream, bounded on their progress (`provenance.inference.streamed_calls`), the same for both SDKs: each
 test runs against a scripted OpenAI-compatible server (the real `openai` SDK) and the fake Messages API (the
 real `anthropic` SDK), on loopback. A call slow to its first token but steady succeeds; one that stalls mid-
 answer times out on the gap, one that never stops on the ceiling, each naming its bound; a call that made
@@ -15,12 +15,12 @@ import pytest_asyncio
 from openai import AsyncOpenAI
 
 from provenance.errors import ModelError
-from provenance.passages import ScoredPassage
+from provenance.inference.streamed_calls import PROGRESS, Bounds, Pace, Progress, first_token_s
+from provenance.ports import ScoredPassage
 from provenance.profiles.anthropic import AnthropicGenerator
 from provenance.profiles.base import ModelGenerator
 from provenance.profiles.openai_compatible import OpenAIGenerator
 from provenance.profiles.outputs import ANSWER_TOOL
-from provenance.streamed_calls import PROGRESS, Bounds, Pace, Progress, first_token_s
 from tests.fake_anthropic import FakeAnthropic
 from tests.scripted_server import ScriptedServer, StreamPlan
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from provenance.passages import ScoredPassage
+from provenance.ports import ScoredPassage
 from provenance.wire import ClaimResult
 
 LOCKERS = ScoredPassage(

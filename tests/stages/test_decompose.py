@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from provenance.passages import ScoredPassage
-from provenance.ports import ClaimVerdict, Decomposition, Usage, Verification
+from provenance.ports import ClaimVerdict, Decomposition, ScoredPassage, Usage, Verification
 from provenance.stages.claim_filters import split_claims
 from provenance.stages.decompose import decompose, decompose_and_verify
 from provenance.stages.entail import combine

@@ -7,12 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from provenance.passages import ScoredPassage
-from provenance.ports import (
-    ClaimVerdict,
-    Usage,
-    Verification,
-)
+from provenance.ports import ClaimVerdict, ScoredPassage, Usage, Verification
 from provenance.stages.decompose import DecompositionOutcome
 from provenance.stages.entail import combine, entail
 from provenance.wire import DecompositionStage

@@ -9,11 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from provenance.passages import ScoredPassage
-from provenance.ports import (
-    Generation,
-    Usage,
-)
+from provenance.ports import Generation, ScoredPassage, Usage
 from provenance.stages.generate import generate
 from tests.stages.support import AGM, LOCKERS, PASSAGES
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from provenance.passages import ScoredPassage
+from provenance.ports import ScoredPassage
 from provenance.stages.lexical import (
     LOW_OVERLAP_CAP,
     OTHER_DATE_CAP,

@@ -3,8 +3,8 @@ sentences closest to the question, best first, every passage kept by its exact i
 
 from __future__ import annotations
 
-from provenance.embedder import Embedder
-from provenance.passages import ScoredPassage
+from provenance.inference.embedder import Embedder
+from provenance.ports import ScoredPassage
 from provenance.profiles.local import build_local_profile
 from provenance.stages.closest import closest_sentences
 from provenance.stages.prompt_passages import GAP, prompt_passages

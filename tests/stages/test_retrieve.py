@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from provenance.embedder import Embedder
 from provenance.errors import ModelMismatch, ServiceError
+from provenance.inference.embedder import Embedder
 from provenance.services import Services
 from provenance.stages.retrieve import retrieve
 from provenance.store import Store
-from tests.test_hybrid_search import python_hybrid
+from tests.store.test_hybrid_search import python_hybrid
 
 
 def _check_passages(outcome, k: int) -> None:  # type: ignore[no-untyped-def]
@@ -44,7 +44,7 @@ async def test_retrieve_hybrid_is_rrf_of_vector_and_text(corpus_services: Servic
     assert outcome.stage.mode == "hybrid"
 
     # The order is the fused order of the two rankings the stage builds (pool of max(4k, 20) each), as the
-    # replaced Python fusion made it (tests/test_hybrid_search.py holds it) ...
+    # replaced Python fusion made it (tests/store/test_hybrid_search.py holds it) ...
     query = s.embedder.embed_query(question)
     expected = await python_hybrid(s.store, query, question, k, max(4 * k, 20))
     assert [p.id for p in outcome.passages] == [p.id for p in expected]

@@ -9,11 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from provenance.passages import ScoredPassage
-from provenance.ports import (
-    ScreenVerdict,
-    Usage,
-)
+from provenance.ports import ScoredPassage, ScreenVerdict, Usage
 from provenance.stages.screen import deny_list_match, screen_classifier, screen_deny_list
 from tests.stages.support import PASSAGES
 

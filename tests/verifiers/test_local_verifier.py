@@ -5,18 +5,11 @@ from __future__ import annotations
 import pytest
 
 from provenance import text as T
-from provenance.embedder import Embedder
-from provenance.passages import ScoredPassage
-from provenance.ports import ClaimVerdict
+from provenance.inference.embedder import Embedder
+from provenance.ports import ClaimVerdict, ScoredPassage
 from provenance.profiles.local import ExtractiveGenerator
 from provenance.verifiers.features import FeatureVerifier, build_feature_verifier
-from provenance.verifiers.support import (
-    FACT_VETO,
-    NEGATION_VETO,
-    NOT_SELF_CONTAINED_CAP,
-    QUOTED_SUPPORT,
-    RuleSupport,
-)
+from provenance.verifiers.support import FACT_VETO, NEGATION_VETO, NOT_SELF_CONTAINED_CAP, QUOTED_SUPPORT, RuleSupport
 from provenance.verifiers.vectors import SentenceEmbeddings
 
 PASSAGE = ScoredPassage(

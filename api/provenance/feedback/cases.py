@@ -17,11 +17,12 @@ from pathlib import Path
 
 import msgspec
 
-from provenance.evals import Case, Expect, Served
+from provenance.evaluation.cases import Case, Expect, Served
 from provenance.feedback.responses import served_settings
-from provenance.feedback.wire import KINDS
+from provenance.feedback.schema import KINDS
 from provenance.settings import Settings
-from provenance.store import FeedbackCount, FeedbackRow, Store
+from provenance.store import Store
+from provenance.store.feedback import FeedbackCount, FeedbackRow
 
 BUCKET = "feedback"
 # Not variables a deployment sets: compared only when both sides have one.

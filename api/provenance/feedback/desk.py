@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from provenance import metrics
 from provenance.errors import ServiceError, UnknownRequest
 from provenance.feedback.responses import ResponseLog
-from provenance.feedback.wire import FeedbackReceipt, FeedbackRequest, WrongVerdict
+from provenance.feedback.schema import FeedbackReceipt, FeedbackRequest, WrongVerdict
 from provenance.guards.base import Guards
 from provenance.guards.ratelimit import human_duration, rate_limit_key
 from provenance.settings import Settings

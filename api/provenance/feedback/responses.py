@@ -19,7 +19,7 @@ import msgspec
 from provenance.guards.sweep import Sweeper
 from provenance.logs import get_logger
 from provenance.settings import Settings
-from provenance.store import FeedbackStore, KeptResponse
+from provenance.store.feedback import FeedbackStore, KeptResponse
 from provenance.wire import AskResponse
 
 log = get_logger("provenance.feedback")

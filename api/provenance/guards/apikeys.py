@@ -12,7 +12,7 @@ import secrets
 
 import msgspec
 
-from provenance.store import ApiKeyRow, GuardStore
+from provenance.store.guards import ApiKeyRow, GuardStore
 
 KEY_PREFIX = "pv_"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

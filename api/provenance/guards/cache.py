@@ -6,7 +6,7 @@ import msgspec
 
 from provenance.guards.sweep import Sweeper
 from provenance.logs import get_logger
-from provenance.store import GuardStore
+from provenance.store.guards import GuardStore
 from provenance.timing import Timer
 from provenance.wire import AskResponse, CacheStage
 

@@ -14,7 +14,7 @@ from provenance.guards.spend import SpendCap
 from provenance.guards.turnstile import verify_turnstile
 from provenance.ports import Profile, Usage
 from provenance.settings import Settings
-from provenance.store import GuardStore
+from provenance.store.guards import GuardStore
 from provenance.timing import Timer
 from provenance.wire import AskResponse, BotCheckStage, SpendStage
 

@@ -10,7 +10,7 @@ from functools import lru_cache
 from provenance.guards.base import Ticket
 from provenance.guards.sweep import Sweeper
 from provenance.logs import get_logger
-from provenance.store import GuardStore
+from provenance.store.guards import GuardStore
 from provenance.timing import Timer
 from provenance.wire import RateLimitStage
 

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance.guards.base import Reservation
+from provenance.inference.pricing import cost_usd, price_table
 from provenance.logs import get_logger
 from provenance.ports import Profile, Usage
-from provenance.pricing import cost_usd, price_table
 from provenance.settings import Settings
-from provenance.store import GuardStore
+from provenance.store.guards import GuardStore
 from provenance.timing import Timer
 from provenance.wire import SpendStage
 

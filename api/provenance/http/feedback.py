@@ -15,7 +15,7 @@ from litestar.openapi.spec import OpenAPI
 from litestar.params import JSONBody
 
 from provenance.errors import ErrorBody, ErrorEnvelope, ServiceError
-from provenance.feedback.wire import NOTE_MAX_CHARS, FeedbackReceipt, FeedbackRequest, RightVerdict, WrongVerdict
+from provenance.feedback.schema import NOTE_MAX_CHARS, FeedbackReceipt, FeedbackRequest, RightVerdict, WrongVerdict
 from provenance.http.exceptions import _handle_http
 from provenance.services import Services
 

@@ -51,7 +51,7 @@ def request_middleware(read_timeout_s: float) -> Any:
     - the body deadline: a request body must arrive within `read_timeout_s` of the headers, so a client
       trickling its body (slowloris) is cut off with a 408 and its connection closed, instead of holding
       a connection and a task forever. Once the body is complete, `receive` is left alone. (Headers are
-      bounded before the app is called: api/provenance/serving.py.)
+      bounded before the app is called: api/provenance/http/uvicorn_protocols.py.)
     """
 
     def middleware(app: ASGIApp) -> ASGIApp:

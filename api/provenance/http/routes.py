@@ -17,11 +17,10 @@ from litestar.params import FromPath, JSONBody
 from litestar.response import ServerSentEvent
 
 from provenance import __version__, metrics
-from provenance.corpora import default_of
 from provenance.errors import BadRequest, ErrorEnvelope, NotFound, Overloaded, ServiceError, UnknownCorpus
 from provenance.http.streaming import stream_ask, wants_stream
 from provenance.judges import independent_of_generator
-from provenance.response import OnStage, Outcome
+from provenance.pipeline.run import OnStage, Outcome
 from provenance.services import Services
 from provenance.settings import Settings
 from provenance.wire import (
@@ -37,6 +36,7 @@ from provenance.wire import (
     JudgeInfo,
     PassageOut,
     PublicConfig,
+    default_of,
 )
 
 _ERROR = "an error, as {error: {code, message}}"

@@ -40,9 +40,9 @@ from litestar.response.sse import ServerSentEventMessage
 
 from provenance.errors import ErrorBody, ErrorEnvelope
 from provenance.http.exceptions import service_error_for
+from provenance.inference.streamed_calls import PROGRESS, Progress
 from provenance.logs import get_logger
-from provenance.response import OnStage, Outcome
-from provenance.streamed_calls import PROGRESS, Progress
+from provenance.pipeline.run import OnStage, Outcome
 from provenance.wire import AskResponse, StageRecord, Stages
 
 log = get_logger("provenance.http")

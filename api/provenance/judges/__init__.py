@@ -57,7 +57,7 @@ def openai_judge(settings: Settings) -> BuiltJudge:
 
 
 def local_judge(settings: Settings) -> BuiltJudge:
-    from provenance.llm_server import QWEN_FILE, Supervised, assemble_qwen, server_available
+    from provenance.inference.llm_server import QWEN_FILE, Supervised, assemble_qwen, server_available
 
     why = server_available()
     if why is not None:

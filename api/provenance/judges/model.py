@@ -28,10 +28,9 @@ from openai.types.chat import ChatCompletion
 
 from provenance import metrics
 from provenance.errors import JudgeError, ModelError
+from provenance.inference.sdk import SdkErrors, chat_usage, sdk_failures
 from provenance.judges.calibration import JudgeCalibration
-from provenance.passages import ScoredPassage
-from provenance.ports import Usage
-from provenance.sdk import SdkErrors, chat_usage, sdk_failures
+from provenance.ports import ScoredPassage, Usage
 from provenance.wire import JudgeMethod
 
 NO_KEY = "not-needed"

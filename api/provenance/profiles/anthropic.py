@@ -18,16 +18,15 @@ from anthropic.lib.streaming import AsyncMessageStream
 from anthropic.types import Message, ToolChoiceToolParam, ToolParam, ToolUseBlock
 
 from provenance import metrics
-from provenance.embedder import Embedder
 from provenance.errors import ModelError, ModelOutputError
-from provenance.passages import ScoredPassage
-from provenance.ports import Profile, Usage
+from provenance.inference.embedder import Embedder
+from provenance.inference.sdk import CHARS_PER_TOKEN_ESTIMATE, SdkErrors, sdk_failures
+from provenance.inference.streamed_calls import Bounds, Pace, Watch, estimated_tokens
+from provenance.ports import Profile, ScoredPassage, Usage
 from provenance.profiles.base import ModelCalls, ModelDecomposeAndVerify, ModelGenerator, ModelPort, ModelScreener
 from provenance.profiles.local import SentenceDecomposer
 from provenance.profiles.outputs import Tool, call_name
-from provenance.sdk import CHARS_PER_TOKEN_ESTIMATE, SdkErrors, sdk_failures
 from provenance.settings import Settings
-from provenance.streamed_calls import Bounds, Pace, Watch, estimated_tokens
 from provenance.verifiers import LocalVerifier, build_verifier
 
 VERIFIER_NAME = "anthropic-entailment"
@@ -83,7 +82,7 @@ async def call_tool(
     bounds: Bounds,
     pace: Pace,
 ) -> tuple[dict[str, object], Usage]:
-    """One Messages call forced to `tool`, streamed under `bounds` (`provenance.streamed_calls`); returns the
+    """One Messages call forced to `tool`, streamed under `bounds` (`provenance.inference.streamed_calls`); returns the
     tool input and the usage. Failures → ModelError."""
     name = tool["name"]
     choice: ToolChoiceToolParam = {"type": "tool", "name": name}

@@ -15,8 +15,8 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from provenance.errors import ModelOutputError
-from provenance.passages import ScoredPassage
-from provenance.ports import Decomposition, Generation, ScreenVerdict, Usage, Verification
+from provenance.inference.streamed_calls import Bounds, Pace
+from provenance.ports import Decomposition, Generation, ScoredPassage, ScreenVerdict, Usage, Verification
 from provenance.profiles.outputs import (
     ANSWER,
     CHECKED_CLAIMS,
@@ -38,7 +38,6 @@ from provenance.profiles.prompts import (
     generate_user,
     screen_user,
 )
-from provenance.streamed_calls import Bounds, Pace
 from provenance.text import split_sentences
 
 # For the spend cap's worst case: the system prompt, output schema and question, on top of the passages.

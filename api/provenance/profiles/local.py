@@ -1,7 +1,7 @@
 """The `local` profile: no key, no network, no cost.
 
 The generator is extractive: it quotes sentences from the retrieved passages, or says nothing. Under
-`LOCAL_MODELS=features` it ranks sentences itself; under `trained` the trained reader of
+`LOCAL_GENERATOR=features` it ranks sentences itself; under `trained` the trained reader of
 `profiles.local_trained` picks them. Claims are the answer's sentences. The verifier is a separate model,
 built by `provenance.verifiers.build_verifier`.
 """
@@ -15,11 +15,19 @@ from collections.abc import Sequence
 import numpy as np
 
 from provenance import text as T
-from provenance.embedder import Embedder, embed_query_async
-from provenance.passages import ScoredPassage
-from provenance.ports import Decomposition, Generation, Generator, Profile, ScreenVerdict, Usage, Verifier
+from provenance.inference.embedder import Embedder, embed_query_async
+from provenance.pipeline.reasons import left_out_note
+from provenance.ports import (
+    Decomposition,
+    Generation,
+    Generator,
+    Profile,
+    ScoredPassage,
+    ScreenVerdict,
+    Usage,
+    Verifier,
+)
 from provenance.profiles.local_trained import build_reader_generator
-from provenance.reasons import left_out_note
 from provenance.settings import LocalModels
 from provenance.verifiers import LocalVerifier, build_verifier
 from provenance.verifiers.rules import answer_type_match, expected_answer_type

@@ -1,4 +1,4 @@
-"""The `local` profile's generator under `LOCAL_MODELS=trained`: a trained reader answers (the separate
+"""The `local` profile's generator under `LOCAL_GENERATOR=trained`: a trained reader answers (the separate
 trained verifier, `verifiers.trained`, checks). Both are int8 ONNX files in `api/provenance/data/`, built by
 `make train` (docs/models.md).
 
@@ -13,10 +13,9 @@ import asyncio
 from collections.abc import Sequence
 
 from provenance import text as T
-from provenance.cross_encoders import Calibration, Reader, get_reader, load_calibration
-from provenance.passages import ScoredPassage
-from provenance.ports import Generation, Usage
-from provenance.reasons import left_out_note
+from provenance.inference.cross_encoders import Calibration, Reader, get_reader, load_calibration
+from provenance.pipeline.reasons import left_out_note
+from provenance.ports import Generation, ScoredPassage, Usage
 
 LOCAL_READER = "local-reader"
 

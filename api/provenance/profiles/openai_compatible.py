@@ -26,16 +26,15 @@ from openai.types.chat import ChatCompletionChunk
 from openai.types.shared_params import ResponseFormatJSONSchema
 
 from provenance import metrics
-from provenance.embedder import Embedder
 from provenance.errors import ModelError, ModelOutputError
-from provenance.passages import ScoredPassage
-from provenance.ports import Profile, Usage
+from provenance.inference.embedder import Embedder
+from provenance.inference.sdk import CHARS_PER_TOKEN_ESTIMATE, SdkErrors, chat_usage, sdk_failures
+from provenance.inference.streamed_calls import Bounds, Pace, Watch, estimated_tokens
+from provenance.ports import Profile, ScoredPassage, Usage
 from provenance.profiles.base import ModelCalls, ModelDecomposeAndVerify, ModelGenerator, ModelPort
 from provenance.profiles.local import LocalScreener, SentenceDecomposer
 from provenance.profiles.outputs import Tool, call_name
-from provenance.sdk import CHARS_PER_TOKEN_ESTIMATE, SdkErrors, chat_usage, sdk_failures
 from provenance.settings import Settings
-from provenance.streamed_calls import Bounds, Pace, Watch, estimated_tokens
 from provenance.verifiers import LocalVerifier, build_verifier
 
 VERIFIER_NAME = "openai-entailment"
@@ -149,7 +148,7 @@ async def call_structured(
     bounds: Bounds,
     pace: Pace,
 ) -> tuple[dict[str, object], Usage]:
-    """One chat completion asked for `tool`'s output, streamed under `bounds` (`provenance.streamed_calls`);
+    """One chat completion asked for `tool`'s output, streamed under `bounds` (`provenance.inference.streamed_calls`);
     returns the decoded object and the usage. Every failure is a ModelError whose message says which it was
     (and whose call and kind the metrics count)."""
     call = call_name(what)

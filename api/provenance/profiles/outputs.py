@@ -14,8 +14,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 
 from provenance.errors import ModelOutputError
-from provenance.passages import ScoredPassage
-from provenance.ports import ClaimVerdict, Decomposition, Generation, Usage, Verification
+from provenance.ports import ClaimVerdict, Decomposition, Generation, ScoredPassage, Usage, Verification
 
 SCREEN_TOOL = "classify_question"
 ANSWER_TOOL = "submit_answer"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from provenance.passages import ScoredPassage
+from provenance.ports import ScoredPassage
 from provenance.profiles.outputs import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
 
 _DATA_NOT_INSTRUCTIONS = (

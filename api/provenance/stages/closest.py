@@ -17,9 +17,8 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance import text as T
-from provenance.embedder import Embedder
-from provenance.passages import ScoredPassage
-from provenance.ports import RanksSentences, SentenceScore, Verifier
+from provenance.inference.embedder import Embedder
+from provenance.ports import RanksSentences, ScoredPassage, SentenceScore, Verifier
 from provenance.wire import ClosestSentence, RetrievedPassage
 
 # Relevance scores closer than this are not told apart (the page shows two decimals).

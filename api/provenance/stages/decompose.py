@@ -6,8 +6,15 @@ from collections.abc import Sequence
 
 import msgspec
 
-from provenance.passages import ScoredPassage
-from provenance.ports import MISSING_VERDICT, ClaimVerdict, DecomposeAndVerify, Decomposer, Usage, Verification
+from provenance.ports import (
+    MISSING_VERDICT,
+    ClaimVerdict,
+    DecomposeAndVerify,
+    Decomposer,
+    ScoredPassage,
+    Usage,
+    Verification,
+)
 from provenance.stages.claim_filters import in_answer, split_claims, uncovered_sentences
 from provenance.timing import Timer
 from provenance.wire import DecompositionStage

@@ -13,8 +13,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from provenance.passages import ScoredPassage
-from provenance.ports import MISSING_VERDICT, ClaimVerdict, Usage, Verification, Verifier
+from provenance.ports import MISSING_VERDICT, ClaimVerdict, ScoredPassage, Usage, Verification, Verifier
 from provenance.stages.decompose import DecompositionOutcome
 from provenance.timing import Timer
 from provenance.wire import ClaimResult, EntailmentStage

@@ -6,8 +6,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from provenance.passages import ScoredPassage
-from provenance.ports import Generation, Generator, Usage
+from provenance.ports import Generation, Generator, ScoredPassage, Usage
 from provenance.timing import Timer
 from provenance.wire import GenerationStage
 

@@ -14,8 +14,7 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance import text as T
-from provenance.passages import ScoredPassage
-from provenance.ports import Usage
+from provenance.ports import ScoredPassage, Usage
 from provenance.timing import Timer
 from provenance.verifiers.rules import unstated_premise, wrong_answer_type
 from provenance.wire import ClaimResult, LexicalStage

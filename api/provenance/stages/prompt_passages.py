@@ -12,9 +12,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from provenance.embedder import Embedder
-from provenance.passages import ScoredPassage
-from provenance.ports import SentenceScore, Verifier
+from provenance.inference.embedder import Embedder
+from provenance.ports import ScoredPassage, SentenceScore, Verifier
 from provenance.stages.closest import ranked, sentence_scores
 from provenance.timing import Timer
 

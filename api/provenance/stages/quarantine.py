@@ -5,7 +5,7 @@ so an injected instruction can neither steer the generator nor count as evidence
 
 The patterns look for text that speaks *to* an assistant or about the question it is answering, not for
 ordinary imperatives ("Members must sign in", "Ignore the warning light only when..."), so a handbook's
-own rules pass through; `tests/test_reliability_injection.py` checks that nothing in corpus/ is held back.
+own rules pass through; `tests/reliability/test_reliability_injection.py` checks that nothing in corpus/ is held back.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance import text as T
-from provenance.passages import ScoredPassage
-from provenance.ports import Usage
+from provenance.ports import ScoredPassage, Usage
 from provenance.timing import Timer
 from provenance.wire import HeldBack, QuarantineStage
 

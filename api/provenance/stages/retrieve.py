@@ -7,15 +7,13 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance import text as T
-from provenance.corpora import DEFAULT_CORPUS
-from provenance.embedder import Embedder, embed_query_async
 from provenance.errors import ModelMismatch
-from provenance.passages import ScoredPassage
-from provenance.ports import Usage
+from provenance.inference.embedder import Embedder, embed_query_async
+from provenance.ports import ScoredPassage, Usage
 from provenance.settings import RetrievalMode
-from provenance.store import CorpusStore
+from provenance.store.corpora import CorpusStore
 from provenance.timing import Timer
-from provenance.wire import RetrievalStage, RetrievedPassage
+from provenance.wire import DEFAULT_CORPUS, RetrievalStage, RetrievedPassage
 
 RRF_K = 60  # the constant from Cormack et al. (2009); damps the head of each ranking
 

@@ -7,8 +7,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from provenance.passages import ScoredPassage
-from provenance.ports import Screener, ScreenVerdict, Usage
+from provenance.ports import ScoredPassage, Screener, ScreenVerdict, Usage
 from provenance.timing import Timer
 from provenance.wire import ScreeningStage
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 import msgspec
 import numpy as np
 
-from provenance.embedder import Embedder
+from provenance.inference.embedder import Embedder
 from provenance.judges import BuiltJudge, build_judge, independent_of_generator
 from provenance.ports import CorpusText, Verifier
 from provenance.settings import LocalModels, Settings

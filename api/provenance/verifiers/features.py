@@ -1,4 +1,4 @@
-"""The feature verifier (`LOCAL_MODELS=features`, the default): two judgments per claim, kept apart.
+"""The feature verifier (`LOCAL_VERIFIER=features`, the default): two judgments per claim, kept apart.
 
 - Support, without the question: `verifiers.support`.
 - Relevance, whether the claim answers the question: a calibrated logistic model over hand-built features of
@@ -22,13 +22,13 @@ import msgspec
 import numpy as np
 
 from provenance import text as T
-from provenance.embedder import Embedder
-from provenance.passages import ScoredPassage
+from provenance.inference.embedder import Embedder
 from provenance.ports import (
     MISSING_VERDICT,
     ClaimVerdict,
     CorpusText,
     PassageSupport,
+    ScoredPassage,
     SentenceScore,
     SupportJudge,
     Verification,

@@ -30,12 +30,12 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance.judges.model import MAX_CLAIMS_JUDGED, Judged, ModelJudge
-from provenance.passages import ScoredPassage
 from provenance.ports import (
     MISSING_VERDICT,
     ClaimVerdict,
     PassageSupport,
     RanksSentences,
+    ScoredPassage,
     SentenceScore,
     Usage,
     Verification,

@@ -35,8 +35,7 @@ import msgspec
 import numpy as np
 
 from provenance import text as T
-from provenance.passages import ScoredPassage
-from provenance.ports import CorpusText, PassageSupport, SupportFeatures
+from provenance.ports import CorpusText, PassageSupport, ScoredPassage, SupportFeatures
 from provenance.verifiers.rules import LogisticModel
 from provenance.verifiers.vectors import SentenceEmbeddings, WordVectors, soft_match, surface_terms
 

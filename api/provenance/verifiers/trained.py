@@ -1,4 +1,4 @@
-"""The trained verifier (`LOCAL_MODELS=trained`): a cross-encoder, separate from every generator, that reads
+"""The trained verifier (`LOCAL_VERIFIER=trained`): a cross-encoder, separate from every generator, that reads
 (question, claim, evidence) and judges whether the evidence supports the claim *as the answer to the
 question*. That is a relevance judgment, and it is this verifier's one job: support, which must not depend
 on the question, is the question-free support check the feature verifier uses too (`verifiers.support`).
@@ -11,9 +11,16 @@ import asyncio
 from collections.abc import Sequence
 
 from provenance import text as T
-from provenance.cross_encoders import Calibration, PairVerifier, get_verifier, load_calibration, sigmoid
-from provenance.passages import ScoredPassage
-from provenance.ports import MISSING_VERDICT, ClaimVerdict, CorpusText, SentenceScore, SupportJudge, Verification
+from provenance.inference.cross_encoders import Calibration, PairVerifier, get_verifier, load_calibration, sigmoid
+from provenance.ports import (
+    MISSING_VERDICT,
+    ClaimVerdict,
+    CorpusText,
+    ScoredPassage,
+    SentenceScore,
+    SupportJudge,
+    Verification,
+)
 from provenance.verifiers.features import evidence_of, passage_verdicts, veto_of
 from provenance.verifiers.rules import supporting
 

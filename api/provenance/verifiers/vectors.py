@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from provenance import text as T
-from provenance.embedder import Embedder
+from provenance.inference.embedder import Embedder
 
 
 def sentence_key(text: str) -> str:

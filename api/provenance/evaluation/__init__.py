@@ -1,0 +1,2 @@
+"""Offline evaluation, outside the service's request path: eval cases, the runner, scoring and the
+report. `feedback/` imports only the cases."""

@@ -1,0 +1,2 @@
+"""Ingest: documents read by format (documents/), chunked into passages, described, embedded and
+written to a corpus."""

@@ -1,0 +1,176 @@
+"""One request's run and the AskResponse built from it: each stage's record as it is set, the model usages the
+stages carry (what the spend cap settles), and what a refused answer withholds.
+
+A refused answer's text never leaves the server (pipeline.py): no record names a claim the generator wrote
+itself, only a claim quoted word for word from a passage already on show.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import msgspec
+
+from provenance import text as T
+from provenance.pipeline.corpora import CorpusRegistry
+from provenance.pipeline.reasons import explain, headline_for
+from provenance.ports import ScoredPassage, Usage
+from provenance.wire import (
+    AdmissionStage,
+    AskResponse,
+    Citation,
+    ClaimResult,
+    DecompositionStage,
+    RateLimitStage,
+    Reason,
+    StageRecord,
+    Stages,
+    Status,
+)
+
+# Told each stage's name (a `Stages` field) and record as the record is set; called in the pipeline's own
+# task, so it must not block.
+OnStage = Callable[[str, StageRecord], None]
+
+NOT_COUNTED = "not counted: a cached answer costs no model call"
+WITHHELD = "(withheld: a claim of the refused answer that the documents do not contain word for word)"
+WITHHELD_DROPPED = "(withheld: a claim about the sources, dropped before checking)"
+WITHHELD_NOT_IN_ANSWER = "(withheld: a claim the answer doesn't make, dropped before checking)"
+
+# Each record type is the type of one `Stages` field, so a record says which stage it is.
+_STAGE_OF: dict[type, str] = {f.type: f.name for f in msgspec.structs.fields(Stages)}
+
+
+class Outcome(msgspec.Struct):
+    response: AskResponse
+    http_status: int = 200
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class StageOutcome(Protocol):
+    """What a stage module returns: its record, and what its model calls cost."""
+
+    @property
+    def stage(self) -> StageRecord: ...
+
+    @property
+    def usages(self) -> Sequence[Usage]: ...
+
+
+class Run:
+    """The stages' records as they are set, and the usages of every model call made; `finish` builds the
+    AskResponse from whatever stages ran."""
+
+    def __init__(
+        self,
+        corpora: CorpusRegistry,
+        profile: str,
+        question: str,
+        request_id: str,
+        started: float,
+        corpus: str,
+        on_candidate: Callable[[str], None] | None = None,
+        on_stage: OnStage | None = None,
+    ) -> None:
+        self._corpora = corpora
+        self.profile = profile
+        self.question = question
+        self.request_id = request_id
+        self.started = started
+        self.corpus = corpus
+        self.on_candidate = on_candidate
+        self.on_stage = on_stage
+        self.stages = Stages()
+        self.usages: list[Usage] = []
+
+    def record(self, record: StageRecord, *, told: StageRecord | None = None) -> None:
+        """Set a stage's record and tell `on_stage` (`told`, when what may be told before the gate decides is
+        less than the record)."""
+        name = _STAGE_OF[type(record)]
+        setattr(self.stages, name, record)
+        if self.on_stage is not None:
+            self.on_stage(name, told or record)
+
+    def take(self, outcome: StageOutcome, *, told: StageRecord | None = None) -> None:
+        """A stage's outcome: its record, and its model calls' usages to settle."""
+        self.record(outcome.stage, told=told)
+        self.usages.extend(outcome.usages)
+
+    def elapsed_ms(self) -> float:
+        return round((time.perf_counter() - self.started) * 1000, 2)
+
+    def cached(self, response: AskResponse) -> Outcome:
+        """A cached answer under this request's id and timing, with the records of the stages it did meet."""
+        cached = msgspec.structs.replace(response, request_id=self.request_id, cached=True, total_ms=self.elapsed_ms())
+        cached.stages.cache = self.stages.cache
+        cached.stages.bot_check = self.stages.bot_check
+        cached.stages.rate_limit = RateLimitStage(detail=NOT_COUNTED)
+        cached.stages.admission = AdmissionStage(detail="not needed: served from the cache")
+        return Outcome(cached)
+
+    def rate_limited(self) -> Outcome:
+        retry = str(self.stages.rate_limit.retry_after_s or 60)
+        return self.finish("blocked", "rate_limited", http_status=429, headers={"Retry-After": retry})
+
+    def finish(
+        self,
+        status: Status,
+        reason: Reason | None,
+        *,
+        answer: str | None = None,
+        citations: list[Citation] | None = None,
+        http_status: int = 200,
+        headers: dict[str, str] | None = None,
+        detail: str | None = None,
+    ) -> Outcome:
+        stages = self.stages
+        for name in Stages.__struct_fields__:
+            stage = getattr(stages, name)
+            if stage.status == "skipped" and stage.detail is None:
+                stage.detail = _skip_reason(status, reason)
+        response = AskResponse(
+            request_id=self.request_id,
+            question=self.question,
+            status=status,
+            reason=reason,
+            answer=answer if status == "answered" else None,
+            citations=citations or [] if status == "answered" else [],
+            cached=False,
+            profile=self.profile,
+            total_ms=self.elapsed_ms(),
+            stages=stages,
+            headline=headline_for(reason, stages),
+            message=explain(reason, stages, detail),
+            corpus_version=self._corpora.of(self.corpus).version,
+            corpus=self.corpus,
+        )
+        return Outcome(response, http_status, headers or {})
+
+
+def _skip_reason(status: Status, reason: Reason | None) -> str:
+    if status == "blocked":
+        return f"skipped: the request was blocked ({reason})"
+    if status == "refused":
+        return f"skipped: the request was refused ({reason})"
+    return "skipped"
+
+
+def withhold_dropped(stage: DecompositionStage) -> DecompositionStage:
+    """The claims the decomposition dropped are the model's words: not told before the gate decides, nor
+    after a refusal."""
+    return msgspec.structs.replace(
+        stage,
+        dropped=[WITHHELD_DROPPED] * len(stage.dropped),
+        not_in_answer=[WITHHELD_NOT_IN_ANSWER] * len(stage.not_in_answer),
+    )
+
+
+def withhold_unquoted(claim: ClaimResult, passages: Sequence[ScoredPassage]) -> ClaimResult:
+    """A refused answer's text must not leave the server. A claim quoted word for word from a retrieved
+    passage is evidence already on show and stays readable; anything the generator wrote itself is withheld,
+    keeping its scores."""
+    if any(T.quoted_in(claim.text, p.text) for p in passages):
+        return claim
+    return msgspec.structs.replace(claim, text=WITHHELD)

@@ -1,0 +1,187 @@
+"""The feedback's data access: readers' verdicts and the recent responses they rate."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from provenance.store.pool import MAINTENANCE_TIMEOUT_S, Pooled
+
+# --- readers' feedback: recent responses and their verdicts (007_feedback.sql) ----------------------------
+
+
+class KeptResponse(msgspec.Struct, frozen=True):
+    """One served response, as the response log writes it."""
+
+    request_id: str
+    question: str
+    corpus: str | None
+    corpus_version: str | None
+    status: str
+    reason: str | None
+    cached: bool
+    settings_json: str
+    response_json: str
+    served_at: dt.datetime
+
+
+class Rated(msgspec.Struct, frozen=True):
+    """What a verdict was given on, and whether it replaced the client's earlier one."""
+
+    replaced: bool
+    status: str
+    rated_at: dt.datetime
+
+
+class FeedbackRow(msgspec.Struct, frozen=True):
+    request_id: str
+    verdict: str
+    kind: str | None
+    note: str
+    question: str
+    corpus: str | None
+    corpus_version: str | None
+    status: str
+    reason: str | None
+    cached: bool
+    settings: dict[str, Any]
+    response: dict[str, Any]
+    served_at: dt.datetime
+    updated_at: dt.datetime
+
+
+class FeedbackCount(msgspec.Struct, frozen=True):
+    corpus: str | None
+    week: dt.date
+    status: str
+    verdict: str
+    kind: str | None
+    n: int
+
+
+_FEEDBACK_FILTER = " WHERE ($1::timestamptz IS NULL OR updated_at >= $1) AND ($2::text IS NULL OR corpus = $2)"
+
+
+class FeedbackStore(Pooled):
+    """Recent responses (so that they can be rated) and readers' verdicts on them."""
+
+    async def keep_responses(self, rows: Sequence[KeptResponse]) -> int:
+        """One statement for the whole batch. A request id already kept (a client that reused its X-Request-ID)
+        keeps the response first served under it."""
+        if not rows:
+            return 0
+        async with self._conn() as conn:
+            kept = await conn.fetchval(
+                """
+                WITH i AS (
+                    INSERT INTO recent_responses
+                        (request_id, question, corpus, corpus_version, status, reason, cached, settings, response,
+                         served_at)
+                    SELECT r, q, c, v, s, why, hit, cfg::jsonb, body::jsonb, t
+                    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                                $7::boolean[], $8::text[], $9::text[], $10::timestamptz[])
+                        AS u(r, q, c, v, s, why, hit, cfg, body, t)
+                    ON CONFLICT (request_id) DO NOTHING
+                    RETURNING 1
+                )
+                SELECT count(*) FROM i
+                """,
+                [r.request_id for r in rows],
+                [r.question for r in rows],
+                [r.corpus for r in rows],
+                [r.corpus_version for r in rows],
+                [r.status for r in rows],
+                [r.reason for r in rows],
+                [r.cached for r in rows],
+                [r.settings_json for r in rows],
+                [r.response_json for r in rows],
+                [r.served_at for r in rows],
+            )
+        return int(kept)
+
+    async def recent_responses_cleanup(self, window_s: int) -> int:
+        async with self._conn() as conn:
+            deleted = await conn.fetchval(
+                "WITH d AS (DELETE FROM recent_responses WHERE served_at < now() - make_interval(secs => $1)"
+                " RETURNING 1) SELECT count(*) FROM d",
+                float(window_s),
+            )
+        return int(deleted)
+
+    async def rate(
+        self, request_id: str, client_hash: str, verdict: str, kind: str | None, note: str, window_s: int
+    ) -> Rated | None:
+        """Record a client's verdict on a response served within the window, replacing the client's earlier
+        verdict on it (and no other client's); None when no such response is kept. One statement, so two
+        verdicts sent at once by one client leave one row."""
+        async with self._conn() as conn:
+            row = await conn.fetchrow(
+                """
+                INSERT INTO feedback AS f
+                    (request_id, client_hash, verdict, kind, note, question, corpus, corpus_version, status,
+                     reason, cached, settings, response, served_at)
+                SELECT request_id, $2, $3, $4, $5, question, corpus, corpus_version, status, reason, cached,
+                    settings, response, served_at
+                FROM recent_responses
+                WHERE request_id = $1 AND served_at > now() - make_interval(secs => $6)
+                ON CONFLICT (request_id, client_hash) DO UPDATE SET
+                    verdict = EXCLUDED.verdict, kind = EXCLUDED.kind, note = EXCLUDED.note, updated_at = now()
+                RETURNING (f.created_at <> f.updated_at) AS replaced, f.status, f.updated_at
+                """,
+                request_id,
+                client_hash,
+                verdict,
+                kind,
+                note,
+                float(window_s),
+            )
+        if row is None:
+            return None
+        return Rated(replaced=row["replaced"], status=row["status"], rated_at=row["updated_at"])
+
+    async def feedback_secret(self, candidate: bytes) -> bytes:
+        """The HMAC key every worker shares: `candidate` when this is the first to ask, else the kept one."""
+        async with self._conn() as conn:
+            await conn.execute("INSERT INTO feedback_secret (key) VALUES ($1) ON CONFLICT DO NOTHING", candidate)
+            key: bytes = await conn.fetchval("SELECT key FROM feedback_secret")
+        return key
+
+    async def feedback(self, since: dt.datetime | None = None, corpus: str | None = None) -> list[FeedbackRow]:
+        """Every verdict given (or changed) since `since`, on `corpus` when given, oldest first."""
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT request_id, verdict, kind, note, question, corpus, corpus_version, status, reason, cached,"
+                " settings::text AS settings, response::text AS response, served_at, updated_at FROM feedback"
+                + _FEEDBACK_FILTER
+                + " ORDER BY updated_at, request_id, client_hash",
+                since,
+                corpus,
+                timeout=MAINTENANCE_TIMEOUT_S,
+            )
+        return [
+            FeedbackRow(
+                **{
+                    **dict(r),
+                    "settings": msgspec.json.decode(r["settings"]),
+                    "response": msgspec.json.decode(r["response"]),
+                }
+            )
+            for r in rows
+        ]
+
+    async def feedback_counts(self, since: dt.datetime | None = None, corpus: str | None = None) -> list[FeedbackCount]:
+        """Verdicts by corpus, ISO week (Monday, UTC) of the verdict, status rated, verdict and kind."""
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT corpus, date_trunc('week', updated_at AT TIME ZONE 'UTC')::date AS week, status, verdict,"
+                " kind, count(*) AS n FROM feedback"
+                + _FEEDBACK_FILTER
+                + " GROUP BY 1, 2, 3, 4, 5 ORDER BY 1 NULLS FIRST, 2, 3, 4, 5 NULLS FIRST",
+                since,
+                corpus,
+                timeout=MAINTENANCE_TIMEOUT_S,
+            )
+        return [FeedbackCount(**dict(r)) for r in rows]

@@ -1,0 +1,1 @@
+"""Tests of the evals/ scripts that need no model."""

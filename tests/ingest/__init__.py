@@ -1,0 +1,1 @@
+"""Tests of provenance.ingest.folder: readers, chunking, corpora described and ingest itself."""

@@ -1,0 +1,1 @@
+"""Tests of provenance.pipeline.door: the door, admission and whole /ask runs per profile."""
