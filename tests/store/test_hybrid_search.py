@@ -204,7 +204,7 @@ async def test_a_small_corpus_is_ranked_exactly_whatever_index_the_database_has(
     """The HNSW index is one over every corpus, so a small corpus beside a large one reads the large one's
     rows through it; `exact` ranks the corpus's own rows instead. Same passages, same order, and the plan
     says which path each variant takes."""
-    from provenance.store.corpora import HYBRID_SEARCH_SQL, VECTOR_SEARCH_SQL
+    from provenance.store.search import HYBRID_SEARCH_SQL, VECTOR_SEARCH_SQL
 
     rng = np.random.default_rng(37)
     vectors = {f"doc{i}.md#p": unit(rng.standard_normal(384)) for i in range(40)}

@@ -1,5 +1,5 @@
-"""The corpora's data access: passages, their state, ingest's writes, sentence and word vectors,
-and retrieval's searches; every statement with bind parameters."""
+"""The corpora's data access: passages, their state, ingest's staging and switch, sentence and word
+vectors, and removal; retrieval's searches are store.search. Every statement with bind parameters."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import msgspec
 import numpy as np
 
 from provenance.ingest.chunking import Chunk
-from provenance.ports import ScoredPassage
-from provenance.store.pool import MAINTENANCE_TIMEOUT_S, Pooled
+from provenance.store.pool import MAINTENANCE_TIMEOUT_S
+from provenance.store.search import SearchStore
 from provenance.wire import DEFAULT_CORPUS, PassageOut
 
-# --- the corpora: passages, corpus state, ingest, retrieval ---------------------------------------
+# --- the corpora: passages, corpus state, ingest ---------------------------------------
 
 
 class CorpusState(msgspec.Struct, frozen=True):
@@ -92,93 +92,12 @@ def _corpus_state(row: Any) -> CorpusState:
     )
 
 
-# Hybrid retrieval in one statement (CorpusStore.hybrid_search): $1 query vector, $2 question, $3 corpus,
-# $4 pool size per ranking, $5 the RRF constant, $6 top-k.
 # A lexeme in more of a corpus's passages than this is left out of hybrid search's text query
 # (db/migrations/009_common_lexemes.sql, which counts the corpora it finds with the same number).
 COMMON_LEXEME_PASSAGES = 2000
 
-# The vector ranking's ORDER BY: through the HNSW index, or exactly. The index is one over every corpus and
-# yields its nearest rows before the corpus filter, so a small corpus beside a large one reads the large
-# one's rows to fill its pool, and gets rows that are not its nearest: bench/exact_scan.py, 2,000 passages
-# beside 100,000, hybrid search p50 82 ms through the index against 15 ms exactly, and a different top 4 for
-# every question. "+ 0" is an expression the index can't serve: the corpus's own rows are read and sorted.
-BY_INDEX = "embedding <=> $1"
-EXACT = "(embedding <=> $1) + 0"
 
-_HYBRID_SEARCH_SQL = """
-WITH nearest AS (
-    -- LIMIT before the window, so the HNSW index (or the exact sort) serves the ORDER BY and only the pool is
-    -- numbered; the rows arrive in distance order, so rank follows the order the index gave.
-    SELECT id, row_number() OVER (ORDER BY distance) AS rank
-    FROM (
-        SELECT id, embedding <=> $1 AS distance
-        FROM passages
-        WHERE corpus = $3
-        ORDER BY {order}
-        LIMIT $4
-    ) pool
-),
-q AS MATERIALIZED (
-    -- OR of the question's own lexemes: websearch_to_tsquery would AND them. A lexeme in more passages than
-    -- COMMON_LEXEME_PASSAGES (db/migrations/009) is left out: ranking every passage that holds it is what
-    -- made retrieval grow with the corpus. MATERIALIZED: inlined, the query was parsed again for every row
-    -- it filtered (40 ms against 25 ms at 2,000 matching passages).
-    SELECT to_tsquery('english', coalesce((
-        SELECT string_agg(quote_literal(l.lexeme), ' | ')
-        FROM unnest(tsvector_to_array(to_tsvector('english', $2))) AS l(lexeme)
-        WHERE NOT EXISTS (SELECT 1 FROM common_lexemes c WHERE c.corpus = $3 AND c.lexeme = l.lexeme)
-    ), '')) AS query
-),
-matched AS (
-    -- Equal text ranks are common (short questions, few lexemes): id orders them, so the ranking is total.
-    SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank
-    FROM (
-        SELECT id, ts_rank_cd(tsv, q.query) AS score
-        FROM passages, q
-        WHERE corpus = $3 AND tsv @@ q.query
-        ORDER BY score DESC, id
-        LIMIT $4
-    ) pool
-),
-fused AS (
-    -- float8 (not numeric, which 1.0 / int would be): each term is the correctly rounded double, as in the
-    -- Python fusion this replaced, so the sums agree bit for bit and exact ties stay ties.
-    SELECT coalesce(n.id, m.id) AS id,
-        coalesce(1::float8 / ($5::int + n.rank), 0::float8) + coalesce(1::float8 / ($5::int + m.rank), 0::float8)
-            AS rrf
-    FROM nearest n
-    FULL JOIN matched m ON m.id = n.id
-),
-top AS (
-    -- COLLATE "C": ties go to the smaller id by code point, whatever the database's collation.
-    SELECT id, rrf FROM fused ORDER BY rrf DESC, id COLLATE "C" LIMIT $6
-)
-SELECT p.id, p.source, p.heading, p.text, 1 - (p.embedding <=> $1) AS score,
-    CASE WHEN p.first_page IS NULL THEN NULL ELSE ARRAY(SELECT generate_series(p.first_page, p.last_page)) END
-        AS pages
-FROM top t
-JOIN passages p ON p.corpus = $3 AND p.id = t.id
-ORDER BY t.rrf DESC, t.id COLLATE "C"
-"""
-
-
-def _both_scans(template: str) -> dict[bool, str]:
-    """A search statement keyed by `exact`: its vector ranking through the index (False) or exactly (True)."""
-    return {exact: template.format(order=EXACT if exact else BY_INDEX) for exact in (False, True)}
-
-
-HYBRID_SEARCH_SQL = _both_scans(_HYBRID_SEARCH_SQL)
-_VECTOR_SEARCH_SQL = (
-    "SELECT id, source, heading, text, 1 - (embedding <=> $1) AS score,"
-    " CASE WHEN first_page IS NULL THEN NULL ELSE ARRAY(SELECT generate_series(first_page, last_page))"
-    " END AS pages"
-    " FROM passages WHERE corpus = $3 ORDER BY {order} LIMIT $2"
-)
-VECTOR_SEARCH_SQL = _both_scans(_VECTOR_SEARCH_SQL)
-
-
-class CorpusStore(Pooled):
+class CorpusStore(SearchStore):
     """Passages and corpus state: what ingest writes and retrieval and the API read."""
 
     async def ping(self) -> int:
@@ -279,65 +198,9 @@ class CorpusStore(Pooled):
 
         A row without a vector keeps the one staged before for the same content and model, if any (a resumed
         ingest); a row with new sentences replaces the passage's staged sentences."""
-        timeout = MAINTENANCE_TIMEOUT_S
-        async with self._conn(transaction=True, commit_timeout_s=timeout) as conn:
-            await conn.executemany(
-                """
-                INSERT INTO staged_passages AS s
-                    (corpus, id, source, heading, position, text, token_count, content_hash, first_page,
-                     last_page, embedding, embedding_model, sentences_segmenter)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-                ON CONFLICT (corpus, id) DO UPDATE SET
-                    source = EXCLUDED.source, heading = EXCLUDED.heading, position = EXCLUDED.position,
-                    text = EXCLUDED.text, token_count = EXCLUDED.token_count, first_page = EXCLUDED.first_page,
-                    last_page = EXCLUDED.last_page,
-                    embedding = CASE WHEN EXCLUDED.embedding IS NOT NULL THEN EXCLUDED.embedding
-                        WHEN s.content_hash = EXCLUDED.content_hash AND s.embedding_model = EXCLUDED.embedding_model
-                        THEN s.embedding END,
-                    sentences_segmenter = CASE WHEN EXCLUDED.sentences_segmenter IS NOT NULL
-                        THEN EXCLUDED.sentences_segmenter
-                        WHEN s.content_hash = EXCLUDED.content_hash AND s.embedding_model = EXCLUDED.embedding_model
-                        THEN s.sentences_segmenter END,
-                    content_hash = EXCLUDED.content_hash, embedding_model = EXCLUDED.embedding_model,
-                    staged_at = now()
-                """,
-                [
-                    (
-                        corpus,
-                        r.chunk.id,
-                        r.chunk.source,
-                        r.chunk.heading,
-                        r.chunk.position,
-                        r.chunk.text,
-                        r.chunk.token_count,
-                        r.chunk.content_hash,
-                        *(r.chunk.pages or (None, None)),
-                        r.embedding,
-                        model,
-                        segmenter if r.sentences is not None else None,
-                    )
-                    for r in rows
-                ],
-                timeout=timeout,
-            )
-            renewed = [r for r in rows if r.sentences is not None]
-            await conn.execute(
-                "DELETE FROM staged_sentences WHERE corpus = $1 AND passage_id = ANY($2::text[])",
-                corpus,
-                [r.chunk.id for r in renewed],
-                timeout=timeout,
-            )
-            await conn.executemany(
-                "INSERT INTO staged_sentences"
-                " (corpus, passage_id, segmenter, ordinal, start_char, end_char, embedding_model, embedding)"
-                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                [
-                    (corpus, r.chunk.id, segmenter, i, start, end, model, vector)
-                    for r in renewed
-                    for i, (start, end, vector) in enumerate(r.sentences or ())
-                ],
-                timeout=timeout,
-            )
+        async with self._conn(transaction=True, commit_timeout_s=MAINTENANCE_TIMEOUT_S) as conn:
+            await _stage_passages(conn, corpus, model, segmenter, rows)
+            await _stage_sentences(conn, corpus, model, segmenter, [r for r in rows if r.sentences is not None])
 
     async def switch_corpus(
         self,
@@ -357,133 +220,21 @@ class CorpusStore(Pooled):
         DB_TIMEOUT_S to switch, so every statement here has the long timeout.
         """
         corpus = about.name
-        timeout = MAINTENANCE_TIMEOUT_S
         keep = list(keep)
-        async with self._conn(transaction=True, commit_timeout_s=timeout) as conn:
-            # Rows an earlier, interrupted ingest staged for passages that no longer exist.
-            await conn.execute(
-                "DELETE FROM staged_passages WHERE corpus = $1 AND NOT (id = ANY($2::text[]))",
-                corpus,
-                keep,
-                timeout=timeout,
-            )
-            missing = await conn.fetchval(
-                "SELECT count(*) FROM unnest($2::text[]) AS k(id)"
-                " WHERE NOT EXISTS (SELECT 1 FROM staged_passages s WHERE s.corpus = $1 AND s.id = k.id)",
-                corpus,
-                keep,
-                timeout=timeout,
-            )
-            # A row staged without a vector stands for a stored passage of the same content and model.
-            missing += await conn.fetchval(
-                "SELECT count(*) FROM staged_passages s WHERE s.corpus = $1 AND s.embedding IS NULL"
-                " AND NOT EXISTS (SELECT 1 FROM passages p WHERE p.corpus = s.corpus AND p.id = s.id"
-                " AND p.content_hash = s.content_hash AND p.embedding_model = s.embedding_model)",
-                corpus,
-                timeout=timeout,
-            )
+        async with self._conn(transaction=True, commit_timeout_s=MAINTENANCE_TIMEOUT_S) as conn:
+            await _drop_stale_staging(conn, corpus, keep)
+            missing = await _count_unstaged(conn, corpus, keep)
             if missing:
                 raise RuntimeError(f"{missing} passages of corpus {corpus} have no vector staged; nothing switched")
-            removed = await conn.fetch(
-                "WITH d AS (DELETE FROM passages WHERE corpus = $1 AND NOT (id = ANY($2::text[])) RETURNING source)"
-                " SELECT source, count(*) AS n FROM d GROUP BY source ORDER BY source",
-                corpus,
-                keep,
-                timeout=timeout,
-            )
-            # Sentences of passages whose text or vectors change, and any of another segmenter or model.
-            await conn.execute(
-                "DELETE FROM passage_sentences p USING staged_passages s"
-                " WHERE s.corpus = $1 AND (s.embedding IS NOT NULL OR s.sentences_segmenter IS NOT NULL)"
-                " AND p.corpus = s.corpus AND p.passage_id = s.id",
-                corpus,
-                timeout=timeout,
-            )
-            await conn.execute(
-                "DELETE FROM passage_sentences WHERE corpus = $1"
-                " AND (segmenter <> $2 OR embedding_model IS DISTINCT FROM $3)",
-                corpus,
-                segmenter,
-                model,
-                timeout=timeout,
-            )
-            written = await conn.fetchval(
-                """
-                WITH w AS (
-                    INSERT INTO passages
-                        (corpus, id, source, heading, position, text, token_count, embedding, embedding_model,
-                         content_hash, first_page, last_page)
-                    SELECT corpus, id, source, heading, position, text, token_count, embedding, embedding_model,
-                        content_hash, first_page, last_page
-                    FROM staged_passages WHERE corpus = $1 AND embedding IS NOT NULL
-                    ON CONFLICT (corpus, id) DO UPDATE SET
-                        source = EXCLUDED.source, heading = EXCLUDED.heading, position = EXCLUDED.position,
-                        text = EXCLUDED.text, token_count = EXCLUDED.token_count, embedding = EXCLUDED.embedding,
-                        embedding_model = EXCLUDED.embedding_model, content_hash = EXCLUDED.content_hash,
-                        first_page = EXCLUDED.first_page, last_page = EXCLUDED.last_page, updated_at = now()
-                    RETURNING 1
-                ) SELECT count(*) FROM w
-                """,
-                corpus,
-                timeout=timeout,
-            )
-            # Unchanged passages may still have moved within their file, or to other pages of it.
-            await conn.execute(
-                "UPDATE passages p SET position = s.position, heading = s.heading, first_page = s.first_page,"
-                " last_page = s.last_page"
-                " FROM staged_passages s"
-                " WHERE s.corpus = $1 AND s.embedding IS NULL AND p.corpus = s.corpus AND p.id = s.id"
-                " AND (p.position <> s.position OR p.heading <> s.heading"
-                " OR p.first_page IS DISTINCT FROM s.first_page OR p.last_page IS DISTINCT FROM s.last_page)",
-                corpus,
-                timeout=timeout,
-            )
-            await conn.execute(
-                "INSERT INTO passage_sentences"
-                " (corpus, passage_id, segmenter, ordinal, start_char, end_char, embedding_model, embedding)"
-                " SELECT corpus, passage_id, segmenter, ordinal, start_char, end_char, embedding_model, embedding"
-                " FROM staged_sentences WHERE corpus = $1 AND segmenter = $2 AND embedding_model = $3",
-                corpus,
-                segmenter,
-                model,
-                timeout=timeout,
-            )
-            await conn.execute("DELETE FROM common_lexemes WHERE corpus = $1", corpus, timeout=timeout)
-            if len(keep) > COMMON_LEXEME_PASSAGES:
-                # A scan of the corpus's text vectors: seconds at 100k passages, once per ingest.
-                await conn.execute(
-                    "INSERT INTO common_lexemes (corpus, lexeme, passages) SELECT $1, word, ndoc"
-                    " FROM ts_stat(format('SELECT tsv FROM passages WHERE corpus = %L', $1::text)) WHERE ndoc > $2",
-                    corpus,
-                    COMMON_LEXEME_PASSAGES,
-                    timeout=timeout,
-                )
-            await conn.execute(
-                """
-                INSERT INTO corpus_state
-                    (name, version, embedding_model, fingerprint, passage_count, files, source_dir, title,
-                     description, examples)
-                VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10::jsonb)
-                ON CONFLICT (name) DO UPDATE SET
-                    version = EXCLUDED.version, embedding_model = EXCLUDED.embedding_model,
-                    fingerprint = EXCLUDED.fingerprint, passage_count = EXCLUDED.passage_count,
-                    files = EXCLUDED.files, source_dir = EXCLUDED.source_dir, title = EXCLUDED.title,
-                    description = EXCLUDED.description, examples = EXCLUDED.examples, ingested_at = now()
-                """,
-                corpus,
-                version,
-                model,
-                fingerprint,
-                len(keep),
-                msgspec.json.encode(files).decode(),
-                about.source_dir,
-                about.title,
-                about.description,
-                msgspec.json.encode(about.examples).decode(),
-                timeout=timeout,  # waits for the row while another ingest of this corpus commits
-            )
-            await conn.execute("DELETE FROM staged_passages WHERE corpus = $1", corpus, timeout=timeout)
-        return int(written), {r["source"]: int(r["n"]) for r in removed}
+            removed = await _remove_dropped_passages(conn, corpus, keep)
+            await _drop_outdated_sentences(conn, corpus, segmenter, model)
+            written = await _write_staged_passages(conn, corpus)
+            await _move_unchanged_passages(conn, corpus)
+            await _write_staged_sentences(conn, corpus, segmenter, model)
+            await _count_common_lexemes(conn, corpus, len(keep))
+            await _write_corpus_state(conn, about, version, model, fingerprint, len(keep), files)
+            await conn.execute("DELETE FROM staged_passages WHERE corpus = $1", corpus, timeout=MAINTENANCE_TIMEOUT_S)
+        return written, removed
 
     async def replace_corpus(
         self,
@@ -666,61 +417,232 @@ class CorpusStore(Pooled):
             )
         return True
 
-    # --- sentence units (passage_sentences) ------------------------------------------------------
 
-    async def sentence_spans(
-        self, corpus: str, segmenter: str, passage_ids: Sequence[str]
-    ) -> dict[str, tuple[tuple[int, int], ...]]:
-        """passage id -> its stored sentence spans under `segmenter`, in order; a passage without any is absent."""
-        if not passage_ids:
-            return {}
-        async with self._conn() as conn:
-            rows = await conn.fetch(
-                "SELECT passage_id, start_char, end_char FROM passage_sentences"
-                " WHERE corpus = $1 AND segmenter = $2 AND passage_id = ANY($3::text[])"
-                " ORDER BY passage_id, ordinal",
-                corpus,
-                segmenter,
-                list(passage_ids),
-            )
-        out: dict[str, list[tuple[int, int]]] = {}
-        for r in rows:
-            out.setdefault(r["passage_id"], []).append((r["start_char"], r["end_char"]))
-        return {pid: tuple(spans) for pid, spans in out.items()}
+# --- ingest's steps: staging a batch, and switching a corpus to what is staged ---------------------------
+# Each takes the connection of the one transaction `CorpusStore.stage` or `CorpusStore.switch_corpus` holds;
+# every statement has the long timeout (a large corpus takes well over DB_TIMEOUT_S).
 
-    # --- retrieval -----------------------------------------------------------------------------
-    # Each search is one statement. The HNSW index (one over every corpus) yields its nearest rows before the
-    # corpus filter; the pool's connections run iterative scans (provenance.store.pool.create_pool), which keep
-    # reading until the LIMIT is met from this corpus, so no search needs a transaction to SET LOCAL it.
 
-    async def vector_search(
-        self, query: np.ndarray, k: int, corpus: str = DEFAULT_CORPUS, *, exact: bool = False
-    ) -> list[ScoredPassage]:
-        """The `k` nearest passages by cosine; `exact` reads the corpus's own rows instead of the HNSW index
-        (the pipeline asks it for a corpus under HNSW_MIN_PASSAGES: `Answering._screen_and_retrieve`)."""
-        async with self._conn() as conn:
-            rows = await conn.fetch(VECTOR_SEARCH_SQL[exact], query, k, corpus)
-        return [ScoredPassage(**dict(r)) for r in rows]
-
-    async def hybrid_search(
-        self,
-        query: np.ndarray,
-        question: str,
-        k: int,
-        *,
-        pool_size: int,
-        rrf_k: int,
-        corpus: str = DEFAULT_CORPUS,
-        exact: bool = False,
-    ) -> list[ScoredPassage]:
-        """The top `k` of the reciprocal rank fusion of two rankings of `pool_size` passages each: by cosine
-        to `query`, and by full-text rank for `question`. One statement, so one round trip.
-
-        A passage scores sum(1 / (rrf_k + rank)) over the rankings it is in (rank from 1); ties go to the
-        smaller id by code point. Every passage returned carries its cosine to `query` as its score, a
-        full-text hit outside the vector pool included, never its text rank or its fused score. `exact` as in
-        `vector_search`.
+async def _stage_passages(conn: Any, corpus: str, model: str, segmenter: str, rows: Sequence[Staged]) -> None:
+    await conn.executemany(
         """
-        async with self._conn() as conn:
-            rows = await conn.fetch(HYBRID_SEARCH_SQL[exact], query, question, corpus, pool_size, rrf_k, k)
-        return [ScoredPassage(**dict(r)) for r in rows]
+        INSERT INTO staged_passages AS s
+            (corpus, id, source, heading, position, text, token_count, content_hash, first_page,
+             last_page, embedding, embedding_model, sentences_segmenter)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+        ON CONFLICT (corpus, id) DO UPDATE SET
+            source = EXCLUDED.source, heading = EXCLUDED.heading, position = EXCLUDED.position,
+            text = EXCLUDED.text, token_count = EXCLUDED.token_count, first_page = EXCLUDED.first_page,
+            last_page = EXCLUDED.last_page,
+            embedding = CASE WHEN EXCLUDED.embedding IS NOT NULL THEN EXCLUDED.embedding
+                WHEN s.content_hash = EXCLUDED.content_hash AND s.embedding_model = EXCLUDED.embedding_model
+                THEN s.embedding END,
+            sentences_segmenter = CASE WHEN EXCLUDED.sentences_segmenter IS NOT NULL
+                THEN EXCLUDED.sentences_segmenter
+                WHEN s.content_hash = EXCLUDED.content_hash AND s.embedding_model = EXCLUDED.embedding_model
+                THEN s.sentences_segmenter END,
+            content_hash = EXCLUDED.content_hash, embedding_model = EXCLUDED.embedding_model,
+            staged_at = now()
+        """,
+        [
+            (
+                corpus,
+                r.chunk.id,
+                r.chunk.source,
+                r.chunk.heading,
+                r.chunk.position,
+                r.chunk.text,
+                r.chunk.token_count,
+                r.chunk.content_hash,
+                *(r.chunk.pages or (None, None)),
+                r.embedding,
+                model,
+                segmenter if r.sentences is not None else None,
+            )
+            for r in rows
+        ],
+        timeout=MAINTENANCE_TIMEOUT_S,
+    )
+
+
+async def _stage_sentences(conn: Any, corpus: str, model: str, segmenter: str, renewed: Sequence[Staged]) -> None:
+    """The passages with new sentences: their staged sentences replaced."""
+    await conn.execute(
+        "DELETE FROM staged_sentences WHERE corpus = $1 AND passage_id = ANY($2::text[])",
+        corpus,
+        [r.chunk.id for r in renewed],
+        timeout=MAINTENANCE_TIMEOUT_S,
+    )
+    await conn.executemany(
+        "INSERT INTO staged_sentences"
+        " (corpus, passage_id, segmenter, ordinal, start_char, end_char, embedding_model, embedding)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        [
+            (corpus, r.chunk.id, segmenter, i, start, end, model, vector)
+            for r in renewed
+            for i, (start, end, vector) in enumerate(r.sentences or ())
+        ],
+        timeout=MAINTENANCE_TIMEOUT_S,
+    )
+
+
+async def _drop_stale_staging(conn: Any, corpus: str, keep: list[str]) -> None:
+    """Rows an earlier, interrupted ingest staged for passages that no longer exist."""
+    await conn.execute(
+        "DELETE FROM staged_passages WHERE corpus = $1 AND NOT (id = ANY($2::text[]))",
+        corpus,
+        keep,
+        timeout=MAINTENANCE_TIMEOUT_S,
+    )
+
+
+async def _count_unstaged(conn: Any, corpus: str, keep: list[str]) -> int:
+    """Passages to keep that have no vector to switch to: not staged, or staged without a vector and not
+    stored with the same content and model either."""
+    missing = await conn.fetchval(
+        "SELECT count(*) FROM unnest($2::text[]) AS k(id)"
+        " WHERE NOT EXISTS (SELECT 1 FROM staged_passages s WHERE s.corpus = $1 AND s.id = k.id)",
+        corpus,
+        keep,
+        timeout=MAINTENANCE_TIMEOUT_S,
+    )
+    # A row staged without a vector stands for a stored passage of the same content and model.
+    missing += await conn.fetchval(
+        "SELECT count(*) FROM staged_passages s WHERE s.corpus = $1 AND s.embedding IS NULL"
+        " AND NOT EXISTS (SELECT 1 FROM passages p WHERE p.corpus = s.corpus AND p.id = s.id"
+        " AND p.content_hash = s.content_hash AND p.embedding_model = s.embedding_model)",
+        corpus,
+        timeout=MAINTENANCE_TIMEOUT_S,
+    )
+    return int(missing)
+
+
+async def _remove_dropped_passages(conn: Any, corpus: str, keep: list[str]) -> dict[str, int]:
+    """The served passages not kept, deleted: {source: how many}."""
+    removed = await conn.fetch(
+        "WITH d AS (DELETE FROM passages WHERE corpus = $1 AND NOT (id = ANY($2::text[])) RETURNING source)"
+        " SELECT source, count(*) AS n FROM d GROUP BY source ORDER BY source",
+        corpus,
+        keep,
+        timeout=MAINTENANCE_TIMEOUT_S,
+    )
+    return {r["source"]: int(r["n"]) for r in removed}
+
+
+async def _drop_outdated_sentences(conn: Any, corpus: str, segmenter: str, model: str) -> None:
+    """Sentences of passages whose text or vectors change, and any of another segmenter or model."""
+    await conn.execute(
+        "DELETE FROM passage_sentences p USING staged_passages s"
+        " WHERE s.corpus = $1 AND (s.embedding IS NOT NULL OR s.sentences_segmenter IS NOT NULL)"
+        " AND p.corpus = s.corpus AND p.passage_id = s.id",
+        corpus,
+        timeout=MAINTENANCE_TIMEOUT_S,
+    )
+    await conn.execute(
+        "DELETE FROM passage_sentences WHERE corpus = $1 AND (segmenter <> $2 OR embedding_model IS DISTINCT FROM $3)",
+        corpus,
+        segmenter,
+        model,
+        timeout=MAINTENANCE_TIMEOUT_S,
+    )
+
+
+async def _write_staged_passages(conn: Any, corpus: str) -> int:
+    """The staged passages with a new vector, written over the served ones: how many."""
+    written = await conn.fetchval(
+        """
+        WITH w AS (
+            INSERT INTO passages
+                (corpus, id, source, heading, position, text, token_count, embedding, embedding_model,
+                 content_hash, first_page, last_page)
+            SELECT corpus, id, source, heading, position, text, token_count, embedding, embedding_model,
+                content_hash, first_page, last_page
+            FROM staged_passages WHERE corpus = $1 AND embedding IS NOT NULL
+            ON CONFLICT (corpus, id) DO UPDATE SET
+                source = EXCLUDED.source, heading = EXCLUDED.heading, position = EXCLUDED.position,
+                text = EXCLUDED.text, token_count = EXCLUDED.token_count, embedding = EXCLUDED.embedding,
+                embedding_model = EXCLUDED.embedding_model, content_hash = EXCLUDED.content_hash,
+                first_page = EXCLUDED.first_page, last_page = EXCLUDED.last_page, updated_at = now()
+            RETURNING 1
+        ) SELECT count(*) FROM w
+        """,
+        corpus,
+        timeout=MAINTENANCE_TIMEOUT_S,
+    )
+    return int(written)
+
+
+async def _move_unchanged_passages(conn: Any, corpus: str) -> None:
+    """Unchanged passages may still have moved within their file, or to other pages of it."""
+    await conn.execute(
+        "UPDATE passages p SET position = s.position, heading = s.heading, first_page = s.first_page,"
+        " last_page = s.last_page"
+        " FROM staged_passages s"
+        " WHERE s.corpus = $1 AND s.embedding IS NULL AND p.corpus = s.corpus AND p.id = s.id"
+        " AND (p.position <> s.position OR p.heading <> s.heading"
+        " OR p.first_page IS DISTINCT FROM s.first_page OR p.last_page IS DISTINCT FROM s.last_page)",
+        corpus,
+        timeout=MAINTENANCE_TIMEOUT_S,
+    )
+
+
+async def _write_staged_sentences(conn: Any, corpus: str, segmenter: str, model: str) -> None:
+    await conn.execute(
+        "INSERT INTO passage_sentences"
+        " (corpus, passage_id, segmenter, ordinal, start_char, end_char, embedding_model, embedding)"
+        " SELECT corpus, passage_id, segmenter, ordinal, start_char, end_char, embedding_model, embedding"
+        " FROM staged_sentences WHERE corpus = $1 AND segmenter = $2 AND embedding_model = $3",
+        corpus,
+        segmenter,
+        model,
+        timeout=MAINTENANCE_TIMEOUT_S,
+    )
+
+
+async def _count_common_lexemes(conn: Any, corpus: str, passages: int) -> None:
+    """The lexemes hybrid search leaves out of its text query (store.search), counted again."""
+    await conn.execute("DELETE FROM common_lexemes WHERE corpus = $1", corpus, timeout=MAINTENANCE_TIMEOUT_S)
+    if passages > COMMON_LEXEME_PASSAGES:
+        # A scan of the corpus's text vectors: seconds at 100k passages, once per ingest.
+        await conn.execute(
+            "INSERT INTO common_lexemes (corpus, lexeme, passages) SELECT $1, word, ndoc"
+            " FROM ts_stat(format('SELECT tsv FROM passages WHERE corpus = %L', $1::text)) WHERE ndoc > $2",
+            corpus,
+            COMMON_LEXEME_PASSAGES,
+            timeout=MAINTENANCE_TIMEOUT_S,
+        )
+
+
+async def _write_corpus_state(
+    conn: Any,
+    about: CorpusDescription,
+    version: str,
+    model: str,
+    fingerprint: str,
+    passages: int,
+    files: list[dict[str, Any]],
+) -> None:
+    await conn.execute(
+        """
+        INSERT INTO corpus_state
+            (name, version, embedding_model, fingerprint, passage_count, files, source_dir, title,
+             description, examples)
+        VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10::jsonb)
+        ON CONFLICT (name) DO UPDATE SET
+            version = EXCLUDED.version, embedding_model = EXCLUDED.embedding_model,
+            fingerprint = EXCLUDED.fingerprint, passage_count = EXCLUDED.passage_count,
+            files = EXCLUDED.files, source_dir = EXCLUDED.source_dir, title = EXCLUDED.title,
+            description = EXCLUDED.description, examples = EXCLUDED.examples, ingested_at = now()
+        """,
+        about.name,
+        version,
+        model,
+        fingerprint,
+        passages,
+        msgspec.json.encode(files).decode(),
+        about.source_dir,
+        about.title,
+        about.description,
+        msgspec.json.encode(about.examples).decode(),
+        timeout=MAINTENANCE_TIMEOUT_S,  # waits for the row while another ingest of this corpus commits
+    )
