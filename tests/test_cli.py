@@ -86,16 +86,84 @@ def test_keys_create_prints_only_the_key_and_refuses_a_taken_name(cli_env: dict[
     assert first.stderr.splitlines() == ["created API key 'reporting-app'; it is shown only now, so store it safely"]
 
     again = provenance("keys", "create", "reporting-app", env=cli_env)
-    assert again.returncode != 0
+    assert again.returncode == 2
     assert again.stdout == ""
     assert again.stderr.strip() == "error: a key named 'reporting-app' already exists (revoked names stay taken)"
 
 
 def test_a_missing_folder_is_one_line_in_our_words(cli_env: dict[str, str], tmp_path: Path) -> None:
     r = provenance("ingest", str(tmp_path / "no-such-folder"), env=cli_env)
-    assert r.returncode == 1
+    assert r.returncode == 2
     assert r.stdout == ""
     assert r.stderr.strip() == f"error: corpus folder not found: {tmp_path / 'no-such-folder'}"
+
+
+# ---------- a user's mistakes: one line on stderr, exit code 2, before any work ----------
+
+
+def assert_mistake(r: subprocess.CompletedProcess[str], says: str) -> None:
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert says in lines[0], lines[0]
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("serve", "--port", "eighty"), "provenance serve: error: argument --port: invalid int value: 'eighty'"),
+        (("ingest", "--replcae"), "provenance: error: unrecognized arguments: --replcae"),
+        (("evals", "--profile", "gpt"), "provenance evals: error: argument --profile: invalid choice: 'gpt'"),
+        (("corpora", "remove"), "provenance corpora remove: error: the following arguments are required: name"),
+        (("serves",), "provenance: error: argument COMMAND: invalid choice: 'serves'"),
+    ],
+)
+def test_an_argument_the_parser_rejects_is_one_line(args: tuple[str, ...], says: str) -> None:
+    assert_mistake(provenance(*args, env=clean_env()), says)
+
+
+def test_a_setting_out_of_bounds_stops_every_command_in_one_line() -> None:
+    for args in (("serve",), ("db", "migrate"), ("ingest",), ("corpora",), ("keys", "list")):
+        assert_mistake(provenance(*args, env=clean_env(GATE_THRESHOLD="2")), "configuration error: GATE_THRESHOLD")
+
+
+def test_mistakes_found_before_the_database_is_opened(tmp_path: Path) -> None:
+    # DATABASE_URL points nowhere: a command that got as far as the database would fail another way.
+    env = clean_env(DATABASE_URL="postgresql://nobody@127.0.0.1:9/none", DATA_DIR=str(tmp_path))
+    assert_mistake(provenance("ingest", str(CORPUS), "--corpus", "My Corpus", env=env), "corpus name 'My Corpus'")
+    assert_mistake(provenance("ingest", str(tmp_path / "nowhere"), env=env), "corpus folder not found: ")
+    assert_mistake(provenance("keys", "create", "a key", env=env), "a key name is 1-64 letters")
+    assert_mistake(provenance("corpora", "remove", "default", env=env), "pass --force to remove it anyway")
+    assert_mistake(provenance("warm-cache", env={**env, "CACHE_TTL_S": "0"}), "CACHE_TTL_S is 0")
+    assert_mistake(provenance("feedback", "stats", "--since", "last tuesday", env=env), "last tuesday")
+
+
+def test_evals_checks_its_cases_and_options_before_loading_a_model(tmp_path: Path) -> None:
+    env = clean_env(DATABASE_URL="postgresql://nobody@127.0.0.1:9/none", DATA_DIR=str(tmp_path))
+    # What `provenance feedback export` writes: a case left for review has no expect yet.
+    exported = tmp_path / "feedback.jsonl"
+    exported.write_text(
+        '{"id": "fb-1", "bucket": "feedback", "question": "Is the pool open?", "expect": null, '
+        '"mustIncludeAny": [], "needsReview": true}\n',
+        encoding="utf-8",
+    )
+    assert_mistake(provenance("evals", "--cases", str(exported), env=env), "1 case(s) left for review")
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("{not json\n", encoding="utf-8")
+    assert_mistake(provenance("evals", "--cases", str(broken), env=env), "error: ")
+    assert_mistake(provenance("evals", "--cases", str(tmp_path / "none.jsonl"), env=env), "no cases file at ")
+    assert_mistake(provenance("evals", "--k-sweep", "2,four", env=env), "--k-sweep takes comma-separated")
+    assert_mistake(provenance("evals", "--corpus", str(tmp_path / "gone"), env=env), "corpus folder not found")
+    assert_mistake(provenance("evals", "--profile", "anthropic", env=env), "needs ANTHROPIC_API_KEY")
+
+
+def test_mistakes_the_database_reveals(cli_env: dict[str, str]) -> None:
+    assert_mistake(provenance("keys", "revoke", "nobody", env=cli_env), "no active key named 'nobody'")
+    assert_mistake(provenance("warm-cache", "--corpus", "nursery", env=cli_env), "no corpus named 'nursery'")
+    assert_mistake(provenance("corpora", "remove", "nursery", env=cli_env), "no corpus named 'nursery'")
+    assert_mistake(provenance("evals", "--corpus", "nursery", env=cli_env), "'nursery' is neither a folder")
 
 
 # ---------- make run ----------

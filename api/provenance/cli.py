@@ -13,9 +13,13 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import asyncpg
+import msgspec
+
+if TYPE_CHECKING:
+    from provenance.store.corpora import CorpusState
 
 from provenance.errors import ConfigurationError, SettingsError
 from provenance.logs import configure_logging
@@ -40,6 +44,19 @@ getting started:
 Settings are environment variables (DATABASE_URL, PROFILE, ANTHROPIC_API_KEY, CORPUS_DIR, PORT, ...);
 without DATABASE_URL an embedded PostgreSQL runs from .data/. The README lists them all.
 Run `provenance COMMAND --help` for a command's options."""
+
+
+class Mistake(Exception):
+    """A user's mistake (an argument, a name that doesn't exist, a setting that makes the command pointless):
+    `main` prints it as one line on stderr and exits 2, never a traceback."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's own errors as one line too (`provenance serve: error: argument --port: invalid int value:
+    'x'`), not its usage block and then the line."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def _formats() -> str:
@@ -101,14 +118,18 @@ async def _ingest(settings: Settings, directory: Path, force: bool, corpus: str,
         await pool.close()
 
 
-async def _corpus_folder(settings: Settings, name: str) -> Path | None:
+async def _corpus_state(settings: Settings, name: str) -> CorpusState | None:
     from provenance.store.corpora import CorpusStore
 
     pool = await _with_pool(settings)
     try:
-        state = await CorpusStore(pool).corpus_state(name)
+        return await CorpusStore(pool).corpus_state(name)
     finally:
         await pool.close()
+
+
+async def _corpus_folder(settings: Settings, name: str) -> Path | None:
+    state = await _corpus_state(settings, name)
     return Path(state.source_dir) if state and state.source_dir else None
 
 
@@ -117,24 +138,21 @@ async def _keys(settings: Settings, action: str, name: str | None) -> int:
     from provenance.store.guards import GuardStore
 
     if name is not None and not valid_name(name):
-        print("error: a key name is 1-64 letters, digits, '.', '_' or '-'", file=sys.stderr)
-        return 2
+        raise Mistake("a key name is 1-64 letters, digits, '.', '_' or '-'")
     pool = await _with_pool(settings)
     try:
         store = GuardStore(pool)
         if action == "create" and name is not None:
             key = await create_key(store, name)
             if key is None:
-                print(f"error: a key named {name!r} already exists (revoked names stay taken)", file=sys.stderr)
-                return 1
+                raise Mistake(f"a key named {name!r} already exists (revoked names stay taken)")
             # The key alone on stdout, so `KEY=$(provenance keys create NAME)` works; only its hash is kept.
             print(f"created API key {name!r}; it is shown only now, so store it safely", file=sys.stderr)
             print(key)
             return 0
         if action == "revoke" and name is not None:
             if not await store.revoke_api_key(name):
-                print(f"error: no active key named {name!r}", file=sys.stderr)
-                return 1
+                raise Mistake(f"no active key named {name!r}")
             print(f"revoked API key {name!r}")
             return 0
         rows = await list_keys(store)
@@ -155,17 +173,17 @@ async def _warm_cache(settings: Settings, only: str | None) -> int:
     from provenance.services import build_services
 
     if settings.guards.cache_ttl_s <= 0:
-        print("error: CACHE_TTL_S is 0, so nothing would be cached", file=sys.stderr)
-        return 1
+        raise Mistake("CACHE_TTL_S is 0, so nothing would be cached")
+    if only is not None and await _corpus_state(settings, only) is None:
+        raise Mistake(f"there is no corpus named {only!r}")
     # The operator's own run: the cache and spend cap apply, the bot check and rate limit don't.
     services = await build_services(settings, guards=OperatorGuards)
     failed = 0
     try:
         # The questions the page offers: each served corpus's examples (see GET /corpora).
         corpora = [c for c in await services.store.corpora() if only is None or c.name == only]
-        if only is not None and not corpora:
-            print(f"error: there is no corpus named {only!r}", file=sys.stderr)
-            return 1
+        if only is not None and not corpora:  # removed meanwhile
+            raise Mistake(f"there is no corpus named {only!r}")
         todo = [(c.name, str(e["question"])) for c in corpora for e in c.examples]
         if not todo:
             print("no example questions to warm: ingest a corpus first", file=sys.stderr)
@@ -248,20 +266,17 @@ async def _remove_corpus(settings: Settings, name: str, yes: bool, force: bool) 
     from provenance.store.corpora import CorpusStore
 
     if name == DEFAULT_CORPUS and not force:
-        print(
-            f"error: {DEFAULT_CORPUS!r} is what `provenance serve --ingest` serves (and ingests again from "
-            "CORPUS_DIR); pass --force to remove it anyway",
-            file=sys.stderr,
+        raise Mistake(
+            f"{DEFAULT_CORPUS!r} is what `provenance serve --ingest` serves (and ingests again from "
+            "CORPUS_DIR); pass --force to remove it anyway"
         )
-        return 2
     pool = await _with_pool(settings)
     try:
         store = CorpusStore(pool)
         state = await store.corpus_state(name)
         if state is None:
             known = ", ".join(c.name for c in await store.corpora()) or "none"
-            print(f"error: there is no corpus named {name!r} (corpora: {known})", file=sys.stderr)
-            return 1
+            raise Mistake(f"there is no corpus named {name!r} (corpora: {known})")
         if not yes:
             folder = state.source_dir or "an unrecorded folder"
             prompt = (
@@ -279,13 +294,21 @@ async def _remove_corpus(settings: Settings, name: str, yes: bool, force: bool) 
     finally:
         await pool.close()
     if removed is None:  # removed by someone else meanwhile
-        print(f"error: there is no corpus named {name!r}", file=sys.stderr)
-        return 1
+        raise Mistake(f"there is no corpus named {name!r}")
     print(
         f"removed corpus {name}: {removed.passages} passages, {removed.sentences} sentence vectors, "
         f"{removed.cached_answers} cached answers"
     )
     return 0
+
+
+def _check_corpus_name(name: str) -> None:
+    from provenance.wire import valid_name
+
+    if not valid_name(name):
+        raise Mistake(
+            f"corpus name {name!r}: use 1-40 lowercase letters, digits, '-' or '_', starting with a letter or digit"
+        )
 
 
 def cmd_corpora(args: argparse.Namespace) -> int:
@@ -318,6 +341,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     settings = _settings()
     bound_allocator()
     directory = Path(args.dir) if args.dir else settings.ingest.corpus_dir
+    _check_corpus_name(args.corpus)
+    if not directory.is_dir():
+        raise Mistake(f"corpus folder not found: {directory}")
     print(asyncio.run(_ingest(settings, directory, args.force, args.corpus, args.replace)))
     return 0
 
@@ -415,55 +441,73 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+class _EvalsRun:
+    """What `provenance evals` runs on, every part checked before any work."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from provenance.evaluation.cases import load_cases
+        from provenance.evaluation.runner import K_SWEEP
+
+        self.settings = _settings()
+        if args.profile:
+            self.settings = self.settings.with_overrides(profile=args.profile)
+        if self.settings.profile == "anthropic" and not self.settings.anthropic.api_key:
+            raise Mistake("--profile anthropic needs ANTHROPIC_API_KEY")
+        if self.settings.profile == "openai" and not self.settings.openai.model:
+            raise Mistake("--profile openai needs OPENAI_MODEL (and OPENAI_BASE_URL for your server)")
+        self.corpus, self.name = self._corpus(args)
+        own_cases = self.corpus / "cases.jsonl"
+        default_cases = own_cases if own_cases.exists() else self.corpus.parent / "evals" / "cases.jsonl"
+        self.cases = Path(args.cases) if args.cases else default_cases
+        if not self.cases.is_file():
+            raise Mistake(f"no cases file at {self.cases} (a corpus's own go in its folder, as cases.jsonl)")
+        try:
+            load_cases(self.cases)  # read again by the run; a case left for review stops it here
+        except (ValueError, UnicodeDecodeError, msgspec.DecodeError) as exc:
+            raise Mistake(str(exc).splitlines()[0]) from None
+        try:
+            self.k_sweep = tuple(int(k) for k in args.k_sweep.split(",")) if args.k_sweep else K_SWEEP
+        except ValueError:
+            raise Mistake(f"--k-sweep takes comma-separated whole numbers, got {args.k_sweep!r}") from None
+        default_out = "results.md" if self.name == DEFAULT_CORPUS else f"results-{self.name}.md"
+        self.out = Path(args.out) if args.out else Path("evals") / default_out
+        shown_name = self.name if self.name != DEFAULT_CORPUS else self.corpus.resolve().name
+        self.title = args.title or f"Evals: {shown_name}"
+
+    def _corpus(self, args: argparse.Namespace) -> tuple[Path, str]:
+        from provenance.wire import valid_name
+
+        corpus = Path(args.corpus) if args.corpus else self.settings.ingest.corpus_dir
+        if args.corpus and not corpus.is_dir() and valid_name(args.corpus):
+            # A stored corpus: its evals run over the folder it was ingested from, with that folder's cases.
+            folder = asyncio.run(_corpus_folder(self.settings, args.corpus))
+            if folder is None:
+                raise Mistake(f"{args.corpus!r} is neither a folder nor a corpus ingested from one")
+            return folder, args.corpus
+        if not corpus.is_dir():
+            raise Mistake(f"corpus folder not found: {corpus}")
+        return corpus, DEFAULT_CORPUS  # a folder given as such keeps today's report names
+
+
 def cmd_evals(args: argparse.Namespace) -> int:
     from provenance.evaluation.runner import run_evals
     from provenance.services import build_profile, load_embedder
-    from provenance.wire import valid_name
 
-    settings = _settings()
-    if args.profile:
-        try:
-            settings = settings.with_overrides(profile=args.profile)
-        except Exception as exc:  # pragma: no cover - msgspec validation of the literal
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    if settings.profile == "anthropic" and not settings.anthropic.api_key:
-        print("error: --profile anthropic needs ANTHROPIC_API_KEY", file=sys.stderr)
-        return 2
-    if settings.profile == "openai" and not settings.openai.model:
-        print("error: --profile openai needs OPENAI_MODEL (and OPENAI_BASE_URL for your server)", file=sys.stderr)
-        return 2
-    corpus = Path(args.corpus) if args.corpus else settings.ingest.corpus_dir
-    name = DEFAULT_CORPUS  # a folder given as such keeps today's report names
-    if args.corpus and not corpus.is_dir() and valid_name(args.corpus):
-        # A stored corpus: its evals run over the folder it was ingested from, with that folder's cases.
-        folder = asyncio.run(_corpus_folder(settings, args.corpus))
-        if folder is None:
-            print(f"error: {args.corpus!r} is neither a folder nor a corpus ingested from one", file=sys.stderr)
-            return 2
-        corpus, name = folder, args.corpus
-    own_cases = corpus / "cases.jsonl"
-    cases = (
-        Path(args.cases) if args.cases else own_cases if own_cases.exists() else corpus.parent / "evals" / "cases.jsonl"
-    )
-    if not cases.exists():
-        print(f"error: no cases file at {cases} (a corpus's own go in its folder, as cases.jsonl)", file=sys.stderr)
-        return 2
-    embedder = load_embedder(settings)
-    default_out = "results.md" if name == DEFAULT_CORPUS else f"results-{name}.md"
-    out = Path(args.out) if args.out else Path("evals") / default_out
-    title = args.title or f"Evals: {name if name != DEFAULT_CORPUS else corpus.resolve().name}"
+    run = _EvalsRun(args)
+    embedder = load_embedder(run.settings)
+    profile = build_profile(run.settings, embedder)
+    json_out = Path(args.json) if args.json else None
     _, score = asyncio.run(
         run_evals(
-            settings,
-            corpus,
-            cases,
-            out,
-            Path(args.json) if args.json else None,
+            run.settings,
+            run.corpus,
+            run.cases,
+            run.out,
+            json_out,
             embedder,
-            build_profile(settings, embedder),
-            title,
-            k_sweep=tuple(int(k) for k in args.k_sweep.split(",")) if args.k_sweep else (2, 4, 6, 8),
+            profile,
+            run.title,
+            k_sweep=run.k_sweep,
             resume=args.resume,
         )
     )
@@ -475,7 +519,7 @@ def cmd_evals(args: argparse.Namespace) -> int:
         f"{score.n} cases: fabrication {fab}, false refusal {fr}, accuracy {100 * score.accuracy:.1f}%, "
         f"answered correctly {ac}, recall@k {rec}"
     )
-    print(f"report: {out}")
+    print(f"report: {run.out}")
     return 0
 
 
@@ -486,8 +530,7 @@ async def _feedback(settings: Settings, args: argparse.Namespace) -> int:
     try:
         since = cases.parse_since(args.since) if args.since else None
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise Mistake(str(exc)) from None
     pool = await _with_pool(settings)
     try:
         store = Store(pool)
@@ -522,14 +565,28 @@ def _feedback_parser(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="provenance",
         description=DESCRIPTION,
         epilog=EPILOG.format(formats=_formats()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
+    for add in (
+        _serve_parser,
+        _db_parser,
+        _keys_parser,
+        _warm_parser,
+        _ingest_parser,
+        _corpora_parser,
+        _evals_parser,
+        _feedback_parser,
+    ):
+        add(sub)
+    return parser
 
+
+def _serve_parser(sub: Any) -> None:
     serve = sub.add_parser("serve", help="run the HTTP API and the web page")
     serve.add_argument("--host", default=None, help="bind address (default: HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port (default: PORT or 8000)")
@@ -540,12 +597,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--loop", choices=["auto", "asyncio", "uvloop"], default="auto", help=argparse.SUPPRESS)
     serve.set_defaults(func=cmd_serve)
 
+
+def _db_parser(sub: Any) -> None:
     db = sub.add_parser("db", help="database maintenance")
     db_sub = db.add_subparsers(dest="db_command", metavar="ACTION")
     db.set_defaults(func=_usage(db))
     migrate = db_sub.add_parser("migrate", help="apply pending migrations from db/migrations")
     migrate.set_defaults(func=cmd_db_migrate)
 
+
+def _keys_parser(sub: Any) -> None:
     keys = sub.add_parser("keys", help="API keys for clients without a browser (Authorization: Bearer)")
     keys_sub = keys.add_subparsers(dest="keys_command", metavar="ACTION")
     keys_create = keys_sub.add_parser("create", help="create a key and print it once")
@@ -555,10 +616,14 @@ def build_parser() -> argparse.ArgumentParser:
     keys_sub.add_parser("list", help="names, created and revoked times (never the keys)")
     keys.set_defaults(func=cmd_keys, usage=_usage(keys))
 
+
+def _warm_parser(sub: Any) -> None:
     warm = sub.add_parser("warm-cache", help="answer each corpus's example questions now so they are cached")
     warm.add_argument("--corpus", default=None, help="only this corpus's examples (default: every corpus's)")
     warm.set_defaults(func=cmd_warm_cache)
 
+
+def _ingest_parser(sub: Any) -> None:
     ingest = sub.add_parser("ingest", help=f"chunk, embed and store a folder of documents ({_formats()})")
     ingest.add_argument("dir", nargs="?", default=None, help="folder to ingest (default: CORPUS_DIR or corpus/)")
     ingest.add_argument("--force", action="store_true", help="re-embed every passage")
@@ -575,6 +640,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ingest.set_defaults(func=cmd_ingest)
 
+
+def _corpora_parser(sub: Any) -> None:
     corpora = sub.add_parser("corpora", help="list the corpora (folder, passages, model, version, ingest time)")
     corpora_sub = corpora.add_subparsers(dest="corpora_command", metavar="ACTION")
     corpora_sub.add_parser("list", help="the same as `provenance corpora`")
@@ -586,6 +653,8 @@ def build_parser() -> argparse.ArgumentParser:
     remove.add_argument("--force", action="store_true", help=f"needed to remove {DEFAULT_CORPUS!r}")
     corpora.set_defaults(func=cmd_corpora)
 
+
+def _evals_parser(sub: Any) -> None:
     evals = sub.add_parser("evals", help="run eval cases through the pipeline and write a scorecard")
     evals.add_argument(
         "--corpus",
@@ -611,8 +680,6 @@ def build_parser() -> argparse.ArgumentParser:
     evals.add_argument("--title", default=None, help="report title")
     evals.add_argument("--k-sweep", default=None, help="comma-separated k values to sweep (default 2,4,6,8)")
     evals.set_defaults(func=cmd_evals)
-    _feedback_parser(sub)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -625,8 +692,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result: int = args.func(args)
         return result
-    except ConfigurationError as exc:
+    except (Mistake, ConfigurationError) as exc:
+        # ConfigurationError too: a folder with nothing readable, a model file missing, a corpus conflict.
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return 2
     except KeyboardInterrupt:
         return 130

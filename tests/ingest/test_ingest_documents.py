@@ -141,7 +141,7 @@ def test_the_command_exits_non_zero_only_when_nothing_could_be_ingested(
     try:
         assert provenance("db", "migrate", env=env).returncode == 0
         failed = provenance("ingest", str(only_bad), "--corpus", "bad", env=env)
-        assert failed.returncode == 1 and failed.stdout == ""
+        assert failed.returncode == 2 and failed.stdout == ""
         assert failed.stderr.startswith(f"error: nothing to ingest in {only_bad}")
         for name, why in BAD.items():
             assert f"  {name}: " in failed.stderr and why in failed.stderr

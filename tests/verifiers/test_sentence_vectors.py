@@ -285,7 +285,7 @@ def test_corpora_cli_lists_and_removes_only_when_asked(pg_dsn: str, tmp_path: Pa
         default = provenance("corpora", "remove", "default", "--yes")
         assert default.returncode == 2 and "--force" in default.stderr
         unknown = provenance("corpora", "remove", "nursery", "--yes")
-        assert unknown.returncode == 1 and "no corpus named 'nursery'" in unknown.stderr
+        assert unknown.returncode == 2 and "no corpus named 'nursery'" in unknown.stderr
 
         confirmed = provenance("corpora", "remove", "garden", stdin="y\n")
         assert confirmed.returncode == 0, confirmed.stderr
