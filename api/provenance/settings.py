@@ -13,7 +13,6 @@ from typing import Literal
 import msgspec
 
 from provenance.errors import SettingsError
-from provenance.inference.streamed_calls import Bounds
 
 # The checkout (or image) root: db/, corpus/ and web/ sit beside api/, the folder this package is in.
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -138,6 +137,16 @@ class FeedbackSettings(msgspec.Struct, frozen=True, kw_only=True):
     hmac_key: str | None = None
     # How long served responses wait in memory before one batched write keeps them all.
     flush_ms: float = 500.0
+
+
+class Bounds(msgspec.Struct, frozen=True, kw_only=True):
+    """The bounds of one server's calls, in seconds (and its prompt pace, in tokens a second), as
+    inference.streamed_calls applies them; declared here so that the config imports nothing that runs."""
+
+    first_token_s: float = 10.0
+    prompt_tokens_per_s: float = 20.0
+    gap_s: float = 15.0
+    ceiling_s: float = 300.0
 
 
 def _bounds(calls: AnthropicSettings | OpenAISettings) -> Bounds:
@@ -470,8 +479,18 @@ def _explain(message: str) -> str:
 
 
 def _validate(s: Settings) -> None:
+    checks = [*_service_checks(s), *_model_checks(s), *_feedback_checks(s.feedback)]
+    for ok, message in checks:
+        if not ok:
+            raise SettingsError(message)
+    _validate_servers(s)
+    _validate_addresses(s)
+
+
+def _service_checks(s: Settings) -> list[tuple[bool, str]]:
+    """The bounds of the service's own settings: server, database, embedding, ingest, retrieval, gate, guards."""
     server, db, embedding, guards = s.server, s.database, s.embedding, s.guards
-    checks: list[tuple[bool, str]] = [
+    return [
         (1 <= server.port <= 65535, f"PORT must be between 1 and 65535, got {server.port}"),
         (server.max_question_chars > 0, "MAX_QUESTION_CHARS must be positive"),
         (server.ask_concurrency >= 1, "ASK_CONCURRENCY must be at least 1"),
@@ -496,6 +515,12 @@ def _validate(s: Settings) -> None:
         (guards.rate_limit_per_hour_api_key >= 0, "RATE_LIMIT_PER_HOUR_API_KEY must not be negative"),
         (guards.cache_ttl_s >= 0, "CACHE_TTL_S must not be negative"),
         (guards.daily_budget_usd >= 0, "DAILY_BUDGET_USD must not be negative"),
+    ]
+
+
+def _model_checks(s: Settings) -> list[tuple[bool, str]]:
+    """The bounds of the model servers' settings: the two profiles' calls and the judge's."""
+    return [
         (s.anthropic.timeout_s > 0, "ANTHROPIC_TIMEOUT_S must be positive"),
         (0 <= s.anthropic.max_retries <= 5, "ANTHROPIC_MAX_RETRIES must be between 0 and 5"),
         (s.openai.timeout_s > 0, "OPENAI_TIMEOUT_S must be positive"),
@@ -526,10 +551,10 @@ def _validate(s: Settings) -> None:
         (s.judge.threads >= 1, "JUDGE_THREADS must be at least 1"),
         (s.judge.ctx >= 512, "JUDGE_CTX must be at least 512"),
     ]
-    checks += _feedback_checks(s.feedback)
-    for ok, message in checks:
-        if not ok:
-            raise SettingsError(message)
+
+
+def _validate_servers(s: Settings) -> None:
+    """What the chosen profile and judge need, and the metrics token."""
     if s.profile == "anthropic" and not s.anthropic.api_key:
         raise SettingsError("PROFILE=anthropic needs ANTHROPIC_API_KEY")
     token = s.metrics.token
@@ -551,6 +576,10 @@ def _validate(s: Settings) -> None:
             raise SettingsError("JUDGE=openai needs JUDGE_BASE_URL (your server) or JUDGE_API_KEY (OpenAI's API)")
     if s.judge.base_url and not s.judge.base_url.startswith(("http://", "https://")):
         raise SettingsError(f"JUDGE_BASE_URL must start with http:// or https://, got {s.judge.base_url!r}")
+
+
+def _validate_addresses(s: Settings) -> None:
+    db, guards = s.database, s.guards
     if db.url is not None and not db.url.startswith(("postgres://", "postgresql://")):
         raise SettingsError("DATABASE_URL must start with postgres:// or postgresql://")
     for proxy in guards.trusted_proxies:

@@ -15,12 +15,13 @@ import pytest_asyncio
 from openai import AsyncOpenAI
 
 from provenance.errors import ModelError
-from provenance.inference.streamed_calls import PROGRESS, Bounds, Pace, Progress, first_token_s
+from provenance.inference.streamed_calls import PROGRESS, Pace, Progress, first_token_s
 from provenance.ports import ScoredPassage
 from provenance.profiles.anthropic import AnthropicGenerator
 from provenance.profiles.base import ModelGenerator
 from provenance.profiles.openai_compatible import OpenAIGenerator
 from provenance.profiles.outputs import ANSWER_TOOL
+from provenance.settings import Bounds
 from tests.fake_anthropic import FakeAnthropic
 from tests.scripted_server import ScriptedServer, StreamPlan
 

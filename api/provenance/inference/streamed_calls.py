@@ -32,6 +32,7 @@ import msgspec
 from provenance.errors import ModelError
 from provenance.logs import get_logger
 from provenance.ports import Usage
+from provenance.settings import Bounds
 
 log = get_logger("provenance.inference.streamed_calls")
 
@@ -51,15 +52,6 @@ STAGE_OF_CALL: dict[str, ProgressStage] = {
 PACE_SLACK = 2.0
 # The weight of the newest measurement in the measured pace (an exponential moving average).
 PACE_WEIGHT = 0.3
-
-
-class Bounds(msgspec.Struct, frozen=True, kw_only=True):
-    """The bounds of one server's calls, in seconds (and its prompt pace, in tokens a second)."""
-
-    first_token_s: float = 10.0
-    prompt_tokens_per_s: float = 20.0
-    gap_s: float = 15.0
-    ceiling_s: float = 300.0
 
 
 class Pace:

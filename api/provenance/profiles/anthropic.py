@@ -21,12 +21,12 @@ from provenance import metrics
 from provenance.errors import ModelError, ModelOutputError
 from provenance.inference.embedder import Embedder
 from provenance.inference.sdk import CHARS_PER_TOKEN_ESTIMATE, SdkErrors, sdk_failures
-from provenance.inference.streamed_calls import Bounds, Pace, Watch, estimated_tokens
+from provenance.inference.streamed_calls import Pace, Watch, estimated_tokens
 from provenance.ports import Profile, ScoredPassage, Usage
 from provenance.profiles.base import ModelCalls, ModelDecomposeAndVerify, ModelGenerator, ModelPort, ModelScreener
 from provenance.profiles.local import SentenceDecomposer
 from provenance.profiles.outputs import Tool, call_name
-from provenance.settings import Settings
+from provenance.settings import Bounds, Settings
 from provenance.verifiers import LocalVerifier, build_verifier
 
 VERIFIER_NAME = "anthropic-entailment"
@@ -108,6 +108,14 @@ async def call_tool(
             response = await _final(stream)
         finally:
             await stream.close()
+    return _tool_input(response, name, model, what, call)
+
+
+def _tool_input(
+    response: Message | None, name: str, model: str, what: str, call: str
+) -> tuple[dict[str, object], Usage]:
+    """The input a finished response gave the tool `name`, with its usage; a response that gave none is a
+    ModelError saying why."""
     if response is None:
         raise ModelError(f"{what}: the {SERVER} sent a malformed response", call=call, kind="malformed")
     try:

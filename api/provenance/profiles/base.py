@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from provenance.errors import ModelOutputError
-from provenance.inference.streamed_calls import Bounds, Pace
+from provenance.inference.streamed_calls import Pace
 from provenance.ports import Decomposition, Generation, ScoredPassage, ScreenVerdict, Usage, Verification
 from provenance.profiles.outputs import (
     ANSWER,
@@ -38,6 +38,7 @@ from provenance.profiles.prompts import (
     generate_user,
     screen_user,
 )
+from provenance.settings import Bounds
 from provenance.text import split_sentences
 
 # For the spend cap's worst case: the system prompt, output schema and question, on top of the passages.

@@ -29,12 +29,12 @@ from provenance import metrics
 from provenance.errors import ModelError, ModelOutputError
 from provenance.inference.embedder import Embedder
 from provenance.inference.sdk import CHARS_PER_TOKEN_ESTIMATE, SdkErrors, chat_usage, sdk_failures
-from provenance.inference.streamed_calls import Bounds, Pace, Watch, estimated_tokens
+from provenance.inference.streamed_calls import Pace, Watch, estimated_tokens
 from provenance.ports import Profile, ScoredPassage, Usage
 from provenance.profiles.base import ModelCalls, ModelDecomposeAndVerify, ModelGenerator, ModelPort
 from provenance.profiles.local import LocalScreener, SentenceDecomposer
 from provenance.profiles.outputs import Tool, call_name
-from provenance.settings import Settings
+from provenance.settings import Bounds, Settings
 from provenance.verifiers import LocalVerifier, build_verifier
 
 VERIFIER_NAME = "openai-entailment"
@@ -181,6 +181,13 @@ async def call_structured(
             reply = await _read(watch, stream)
         finally:
             await stream.close()
+    return _decoded(reply, model, prompt, max_tokens, what, call)
+
+
+def _decoded(
+    reply: _Reply, model: str, prompt: str, max_tokens: int, what: str, call: str
+) -> tuple[dict[str, object], Usage]:
+    """The object a finished reply holds, with its usage; a reply that holds none is a ModelError saying why."""
     if not reply.chunks:
         # A body that is no chunk stream at all (a proxy's page sent as 200) parses as an empty stream.
         raise ModelError(f"{what}: the {SERVER} sent a malformed response", call=call, kind="malformed")
