@@ -128,11 +128,34 @@ def render_report(
     cases_path: Path,
     elapsed_s: float,
 ) -> str:
+    lines = [
+        *_headline(title, results, settings, profile, corpus, cases_path, elapsed_s),
+        *_threshold_sweep(results, settings),
+        "",
+        f"![fabrication against false refusal across thresholds]({plot_name})",
+        "",
+        *relevance_rules_table(results, settings.gate),
+        *_k_sweep(k_sweep),
+        *_failing(results),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _headline(
+    title: str,
+    results: Sequence[CaseResult],
+    settings: Settings,
+    profile: str,
+    corpus: Path,
+    cases_path: Path,
+    elapsed_s: float,
+) -> list[str]:
+    """The title, what the run was, the headline figures and the scorecard by bucket."""
     buckets: dict[str, list[CaseResult]] = {}
     for r in results:
         buckets.setdefault(r.bucket, []).append(r)
     overall = score(results)
-    lines = [
+    return [
         f"# {title}",
         "",
         f"Profile `{profile}`, corpus `{shown(corpus)}`, cases `{shown(cases_path)}`, "
@@ -153,6 +176,11 @@ def render_report(
         "",
         "Accuracy counts the exact expected outcome (answered / refused / blocked). Answer correctness checks "
         "that an answer contains one of the case's `mustIncludeAny` strings.",
+    ]
+
+
+def _threshold_sweep(results: Sequence[CaseResult], settings: Settings) -> list[str]:
+    return [
         "",
         "## Threshold sweep",
         "",
@@ -166,11 +194,10 @@ def render_report(
             ([f"{t:.2f}", *_rates(score(rescore(results, settings.gate, t)))] for t in THRESHOLDS),
         ),
     ]
-    lines += [
-        "",
-        f"![fabrication against false refusal across thresholds]({plot_name})",
-        "",
-        *relevance_rules_table(results, settings.gate),
+
+
+def _k_sweep(k_sweep: dict[int, list[CaseResult]]) -> list[str]:
+    return [
         "## k sweep",
         "",
         "Re-run end to end for each k (retrieval changes what every later stage sees, so nothing is re-scored).",
@@ -181,19 +208,20 @@ def render_report(
             ([k, *_rates(s), f"{s.mean_ms:.0f}"] for k, s in ((k, score(rs)) for k, rs in sorted(k_sweep.items()))),
         ),
     ]
+
+
+def _failing(results: Sequence[CaseResult]) -> list[str]:
     failing = [r for r in results if not r.correct or r.answer_correct is False]
-    lines += ["", f"## Failing cases ({len(failing)})", ""]
+    lines = ["", f"## Failing cases ({len(failing)})", ""]
     if not failing:
-        lines.append("None.")
-    else:
-        head = ("id", "bucket", "expected", "got", "reason", "support (mean)", "weakest claim", "relevance", "question")
-        rows = []
-        for r in failing:
-            got = r.status + (" (answer lacks the reference)" if r.correct and r.answer_correct is False else "")
-            scores = (_two(r.groundedness), _two(r.min_claim), _two(r.relevance))
-            rows.append([r.id, r.bucket, r.expect, got, r.reason or "", *scores, cell(r.question)])
-        lines += table(head, "lllllrrrl", rows)
-    return "\n".join(lines) + "\n"
+        return [*lines, "None."]
+    head = ("id", "bucket", "expected", "got", "reason", "support (mean)", "weakest claim", "relevance", "question")
+    rows = []
+    for r in failing:
+        got = r.status + (" (answer lacks the reference)" if r.correct and r.answer_correct is False else "")
+        scores = (_two(r.groundedness), _two(r.min_claim), _two(r.relevance))
+        rows.append([r.id, r.bucket, r.expect, got, r.reason or "", *scores, cell(r.question)])
+    return lines + table(head, "lllllrrrl", rows)
 
 
 def _two(x: float | None) -> str:

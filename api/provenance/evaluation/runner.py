@@ -213,6 +213,25 @@ async def run_evals(
             at_k = pipeline.with_settings(pipeline.settings.with_overrides(retrieval_k=k))
             sweep[k] = await run_cases(at_k, cases, f"k={k}", show_progress)
 
+    _write_report(title, results, sweep, settings, profile.name, out, corpus, cases_path, time.monotonic() - started)
+    if json_out is not None:
+        # In the cases' order, as before, now that every case is in.
+        json_out.write_bytes(b"".join(msgspec.json.encode(json_record(r)) + b"\n" for r in results))
+    return results, score(results)
+
+
+def _write_report(
+    title: str,
+    results: list[CaseResult],
+    sweep: dict[int, list[CaseResult]],
+    settings: Settings,
+    profile: str,
+    out: Path,
+    corpus: Path,
+    cases_path: Path,
+    elapsed_s: float,
+) -> None:
+    """The report at `out` and its trade-off plot beside it (the same name, .svg)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     plot = out.with_suffix(".svg")
     points = []
@@ -222,12 +241,6 @@ async def run_evals(
     svg = tradeoff_svg(points, f"{title}: fabrication vs false refusal", settings.gate.threshold)
     plot.write_text(svg, encoding="utf-8")
     out.write_text(
-        render_report(
-            title, results, sweep, settings, profile.name, plot.name, corpus, cases_path, time.monotonic() - started
-        ),
+        render_report(title, results, sweep, settings, profile, plot.name, corpus, cases_path, elapsed_s),
         encoding="utf-8",
     )
-    if json_out is not None:
-        # In the cases' order, as before, now that every case is in.
-        json_out.write_bytes(b"".join(msgspec.json.encode(json_record(r)) + b"\n" for r in results))
-    return results, score(results)

@@ -23,7 +23,7 @@ from provenance.ingest.describe import EXAMPLE_FILES, CorpusMeta, describe
 from provenance.ingest.documents.blocks import Block, Document
 from provenance.ingest.documents.read import SUFFIXES, TEXT_SUFFIXES, read_document
 from provenance.report import ProgressBar
-from provenance.store.corpora import CorpusDescription, CorpusStore, Staged, StagedState
+from provenance.store.corpora import CorpusDescription, CorpusState, CorpusStore, Staged, StagedState
 from provenance.verifiers.vectors import vocabulary_words
 from provenance.wire import DEFAULT_CORPUS, valid_name
 
@@ -307,32 +307,105 @@ async def ingest(
             f"corpus name {corpus!r}: use 1-40 lowercase letters, digits, '-' or '_', starting with a letter or digit"
         )
     # Pass 1: what the folder holds (names, hashes, outlines), so an unchanged corpus loads no embedder.
-    skipped: list[tuple[str, str]] = []
-    hashes: list[tuple[str, str]] = []
-    outlines: list[tuple[str, str]] = []
-    kept: dict[str, SourceFile] = {}
+    survey = _survey(directory)
+    report = IngestReport(files=len(survey.hashes), skipped_files=survey.skipped, corpus=corpus)
+    meta = describe(directory, survey.outlines)
+    survey.outlines = []
+    fp = fingerprint(survey.hashes, model_name, max_tokens, meta)
+    source_dir = str(directory.resolve())
+    state = await store.corpus_state(corpus)
+    if _unchanged(state, report, source_dir, fp, model_name, force=force, replace=replace):
+        return report
+    embedder = _embedder(embedder_factory, model_name)
+    segmenter = T.SEGMENTER_VERSION
+    live = {} if force else await store.stored_passages(corpus, segmenter, model_name)
+    staged = await store.staged_passages(corpus)
+    report.resumed = sum(1 for s in staged.values() if s.embedded or s.sentences_segmenter)
+    # Pass 2: chunk each file, and embed and stage what is not stored or staged already.
+    passes = _Staging(store, corpus, model_name, embedder, report, batch_size, live, staged)
+    await passes.stage_files(directory, survey, max_tokens)
+
+    version = corpus_version(passes.content, model_name)
+    _, removed = await store.switch_corpus(
+        list(passes.content),
+        model_name,
+        segmenter,
+        version,
+        fp,
+        [{"source": name, **counts} for name, counts in sorted(passes.per_file.items())],
+        _description(corpus, source_dir, meta),
+    )
+    report.passages, report.version = len(passes.content), version
+    report.removed, report.deleted = removed, sum(removed.values())
+    if len(passes.content) >= hnsw_min_passages:
+        report.hnsw_built = await store.ensure_hnsw_index()
+    return report
+
+
+def _embedder(embedder_factory: Callable[[], Embedder], model_name: str) -> Embedder:
+    embedder = embedder_factory()
+    if embedder.dim != LOCAL_DIM:
+        raise ConfigurationError(
+            f"EMBED_MODEL {model_name} makes {embedder.dim}-d vectors; the passages table stores {LOCAL_DIM}-d ones "
+            "(db/migrations/002_passages.sql). Add a migration for the new size before switching."
+        )
+    return embedder
+
+
+def _description(corpus: str, source_dir: str, meta: CorpusMeta) -> CorpusDescription:
+    return CorpusDescription(
+        name=corpus,
+        source_dir=source_dir,
+        title=meta.title,
+        description=meta.description,
+        examples=msgspec.to_builtins(meta.examples),
+    )
+
+
+@dataclass
+class _Survey:
+    """Pass 1's findings: each readable file's name and hash, its outline, the parsed files small enough to
+    keep for pass 2, and the files skipped with their reasons."""
+
+    hashes: list[tuple[str, str]] = field(default_factory=list)
+    outlines: list[tuple[str, str]] = field(default_factory=list)
+    kept: dict[str, SourceFile] = field(default_factory=dict)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _survey(directory: Path) -> _Survey:
+    survey = _Survey()
     kept_chars = 0
-    for source in iter_sources(directory, skipped):
-        hashes.append((source.name, source.raw_hash))
-        outlines.append((source.name, _outline(source.text)))
+    for source in iter_sources(directory, survey.skipped):
+        survey.hashes.append((source.name, source.raw_hash))
+        survey.outlines.append((source.name, _outline(source.text)))
         size = sum(len(b.text) for b in source.blocks)
         if kept_chars + size <= KEEP_PARSED_CHARS:
-            kept[source.name], kept_chars = source, kept_chars + size
-    report = IngestReport(files=len(hashes), skipped_files=skipped, corpus=corpus)
-    if not hashes:
-        why = "\n".join(skipped_lines(skipped))
+            survey.kept[source.name], kept_chars = source, kept_chars + size
+    if not survey.hashes:
+        why = "\n".join(skipped_lines(survey.skipped))
         raise ConfigurationError(
             f"nothing to ingest in {directory}: no readable {', '.join(SUFFIXES)} files" + (f"\n{why}" if why else "")
         )
-    meta = describe(directory, outlines)
-    del outlines
-    fp = fingerprint(hashes, model_name, max_tokens, meta)
-    source_dir = str(directory.resolve())
-    state = await store.corpus_state(corpus)
+    return survey
+
+
+def _unchanged(
+    state: CorpusState | None,
+    report: IngestReport,
+    source_dir: str,
+    fp: str,
+    model_name: str,
+    *,
+    force: bool,
+    replace: bool,
+) -> bool:
+    """Whether the corpus is already what the folder would make (the report then says so); a corpus
+    ingested from another folder is a conflict unless `replace`."""
     if state and state.source_dir and state.source_dir != source_dir:
         if not replace:
             raise CorpusConflict(
-                f"corpus {corpus} holds {state.passage_count} passages from {state.source_dir}; ingesting "
+                f"corpus {report.corpus} holds {state.passage_count} passages from {state.source_dir}; ingesting "
                 f"{source_dir} would replace them. Name another corpus (--corpus NAME) to keep both, or pass "
                 "--replace to replace them."
             )
@@ -343,65 +416,61 @@ async def ingest(
     if state and same_folder and not force and state.fingerprint == fp and state.embedding_model == model_name:
         # Same files, same model, same segmenter: skip without even loading the embedder (a restart stays fast).
         report.unchanged, report.passages, report.version = True, state.passage_count, state.version
-        return report
+        return True
+    return False
 
-    embedder = embedder_factory()
-    if embedder.dim != LOCAL_DIM:
-        raise ConfigurationError(
-            f"EMBED_MODEL {model_name} makes {embedder.dim}-d vectors; the passages table stores {LOCAL_DIM}-d ones "
-            "(db/migrations/002_passages.sql). Add a migration for the new size before switching."
+
+class _Staging:
+    """Pass 2: each file chunked, and what is not stored or staged already embedded and staged, window by
+    window; `content` (passage id -> content hash) and `per_file` are what the switch records."""
+
+    def __init__(
+        self,
+        store: CorpusStore,
+        corpus: str,
+        model_name: str,
+        embedder: Embedder,
+        report: IngestReport,
+        batch_size: int,
+        live: dict[str, tuple[str, str, bool]],
+        staged: dict[str, StagedState],
+    ) -> None:
+        self.store, self.corpus, self.model_name, self.embedder = store, corpus, model_name, embedder
+        self.report, self.batch_size, self.live, self.staged = report, batch_size, live, staged
+        self.content: dict[str, str] = {}  # passage id -> content hash: the corpus version, and duplicate ids
+        self.per_file: dict[str, dict[str, int]] = {}
+        self.window = _Window()
+
+    async def stage_files(self, directory: Path, survey: _Survey, max_tokens: int) -> None:
+        progress = ProgressBar(len(survey.hashes), "ingesting files")
+        for name, _ in survey.hashes:
+            doc = survey.kept.pop(name, None) or _read_one(name, directory / name)
+            if not isinstance(doc, SourceFile):  # changed since pass 1
+                raise ConfigurationError(f"{name} changed while it was being ingested; run the ingest again")
+            for chunk in chunk_blocks(doc.name, doc.blocks, self.embedder.count_tokens, max_tokens):
+                await self._add(chunk)
+            del doc
+            progress.advance()
+        if self.window:
+            await self._flush()
+        progress.close()
+
+    async def _add(self, chunk: Chunk) -> None:
+        if chunk.id in self.content:
+            raise ConfigurationError(f"duplicate passage id: {chunk.id}")
+        self.content[chunk.id] = chunk.content_hash
+        entry = self.per_file.setdefault(chunk.source, {"passages": 0, "tokens": 0})
+        entry["passages"] += 1
+        entry["tokens"] += chunk.token_count
+        need_passage, need_sentences = _needs(
+            chunk, self.model_name, self.live.get(chunk.id), self.staged.get(chunk.id)
         )
-    segmenter = T.SEGMENTER_VERSION
-    live = {} if force else await store.stored_passages(corpus, segmenter, model_name)
-    staged = await store.staged_passages(corpus)
-    report.resumed = sum(1 for s in staged.values() if s.embedded or s.sentences_segmenter)
-    # Pass 2: chunk each file, and embed and stage what is not stored or staged already.
-    content: dict[str, str] = {}  # passage id -> content hash: the corpus version, and duplicate ids
-    per_file: dict[str, dict[str, int]] = {}
-    window = _Window()
-    progress = ProgressBar(len(hashes), "ingesting files")
-    for name, _ in hashes:
-        doc = kept.pop(name, None) or _read_one(name, directory / name)
-        if not isinstance(doc, SourceFile):  # changed since pass 1
-            raise ConfigurationError(f"{name} changed while it was being ingested; run the ingest again")
-        for chunk in chunk_blocks(doc.name, doc.blocks, embedder.count_tokens, max_tokens):
-            if chunk.id in content:
-                raise ConfigurationError(f"duplicate passage id: {chunk.id}")
-            content[chunk.id] = chunk.content_hash
-            entry = per_file.setdefault(chunk.source, {"passages": 0, "tokens": 0})
-            entry["passages"] += 1
-            entry["tokens"] += chunk.token_count
-            need_passage, need_sentences = _needs(chunk, model_name, live.get(chunk.id), staged.get(chunk.id))
-            window.rows.append((chunk, need_passage, T.sentence_spans(chunk.text) if need_sentences else None))
-            if len(window) >= EMBED_WINDOW:
-                await _flush(store, corpus, model_name, embedder, window, report, batch_size)
-        del doc
-        progress.advance()
-    if window:
-        await _flush(store, corpus, model_name, embedder, window, report, batch_size)
-    progress.close()
+        self.window.rows.append((chunk, need_passage, T.sentence_spans(chunk.text) if need_sentences else None))
+        if len(self.window) >= EMBED_WINDOW:
+            await self._flush()
 
-    version = corpus_version(content, model_name)
-    _, removed = await store.switch_corpus(
-        list(content),
-        model_name,
-        segmenter,
-        version,
-        fp,
-        [{"source": name, **counts} for name, counts in sorted(per_file.items())],
-        CorpusDescription(
-            name=corpus,
-            source_dir=source_dir,
-            title=meta.title,
-            description=meta.description,
-            examples=msgspec.to_builtins(meta.examples),
-        ),
-    )
-    report.passages, report.version = len(content), version
-    report.removed, report.deleted = removed, sum(removed.values())
-    if len(content) >= hnsw_min_passages:
-        report.hnsw_built = await store.ensure_hnsw_index()
-    return report
+    async def _flush(self) -> None:
+        await _flush(self.store, self.corpus, self.model_name, self.embedder, self.window, self.report, self.batch_size)
 
 
 async def fill_missing_sentences(
