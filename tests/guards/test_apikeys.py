@@ -75,7 +75,7 @@ def test_keys_cli_create_list_revoke(
         key = created.out.strip()
         assert key.startswith("pv_") and "\n" not in key and "shown only now" in created.err
 
-        assert main(["keys", "create", "ci-bot"]) == 1
+        assert main(["keys", "create", "ci-bot"]) == 2
         assert "already exists" in capsys.readouterr().err
         assert main(["keys", "create", "bad name!"]) == 2
         capsys.readouterr()
@@ -88,7 +88,7 @@ def test_keys_cli_create_list_revoke(
 
         assert main(["keys", "revoke", "ci-bot"]) == 0
         assert "revoked" in capsys.readouterr().out
-        assert main(["keys", "revoke", "ci-bot"]) == 1
+        assert main(["keys", "revoke", "ci-bot"]) == 2
         assert "no active key" in capsys.readouterr().err
         assert main(["keys", "list"]) == 0
         assert "revoked 20" in capsys.readouterr().out

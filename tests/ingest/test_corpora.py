@@ -239,7 +239,7 @@ def test_ingest_cli_keeps_corpora_apart_and_warm_cache_follows_them(
     try:
         assert main(["ingest", str(small)]) == 0
         assert capsys.readouterr().out.startswith("ingested 1 files into corpus default: ")
-        assert main(["ingest", str(garden)]) == 1
+        assert main(["ingest", str(garden)]) == 2
         err = capsys.readouterr().err
         assert "would replace them" in err and "--corpus NAME" in err and "--replace" in err
         assert main(["ingest", str(garden), "--corpus", "garden"]) == 0
