@@ -70,3 +70,15 @@ def embedded_data_dir(prefix: str) -> Iterator[Path]:
     finally:
         stop_embedded(data_dir / "pg")
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def write_section(doc: Path, begin: str, end: str, section: str) -> None:
+    """Replace what lies between the markers `begin` and `end` in `doc` (which `section` holds too), or add
+    `section` at the end when the markers aren't there yet."""
+    text = doc.read_text()
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + section + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    doc.write_text(text)

@@ -34,7 +34,7 @@ import httpx
 import numpy as np
 
 from bench import loadgen
-from bench.common import machine, percentile
+from bench.common import machine, percentile, write_section
 from bench.server import REPO_ROOT, Server, cpu_s, load_questions, rss_mib
 from bench.vector_scale import DIM, clustered
 from provenance.report import row, table
@@ -464,13 +464,7 @@ def render(r: dict[str, Any]) -> str:
 
 
 def write_doc(section: str) -> None:
-    text = DOC.read_text()
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    DOC.write_text(text)
+    write_section(DOC, BEGIN, END, section)
 
 
 def ingest_only(write: bool) -> int:

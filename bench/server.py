@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -102,14 +102,25 @@ class Server:
     """`provenance serve` as a subprocess: it starts (or joins) the embedded Postgres under `data_dir`."""
 
     def __init__(
-        self, data_dir: Path, *, workers: int = 1, ingest: bool = True, serve_args: Sequence[str] = (), **env: str
+        self,
+        data_dir: Path,
+        *,
+        workers: int = 1,
+        ingest: bool = True,
+        serve_args: Sequence[str] = (),
+        root: Path = REPO_ROOT,
+        settings: Mapping[str, str] | None = None,
+        **env: str,
     ) -> None:
         self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         environ = bench_environ(
             DATA_DIR=str(data_dir),
-            CORPUS_DIR=str(REPO_ROOT / "corpus"),
+            CORPUS_DIR=str(root / "corpus"),
+            # The checkout at `root`, whichever one the virtualenv's editable install points at (a base commit
+            # in bench/cached_tail.py, or a git worktree).
+            PYTHONPATH=os.pathsep.join([str(root / "api"), str(root)]),
             PROFILE="local",
             LOG_LEVEL="warning",
             RATE_LIMIT_PER_HOUR="0",
@@ -120,6 +131,7 @@ class Server:
             ASK_QUEUE_TIMEOUT_S="120",
         )
         environ.update(env)  # the caller's settings win over the bench defaults above (bench/soak.py)
+        environ.update(settings or {})  # the same, for names chosen at run time (bench/cached_tail.py)
         cmd = [
             sys.executable,
             "-m",
@@ -136,7 +148,7 @@ class Server:
         if ingest:
             cmd.append("--ingest")
         self.log = (data_dir / f"server-{self.port}.log").open("w")
-        self.proc = subprocess.Popen(cmd, env=environ, cwd=REPO_ROOT, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, env=environ, cwd=root, stdout=self.log, stderr=subprocess.STDOUT)
         self.workers = workers
 
     def wait_ready(self, timeout_s: float = 240) -> None:

@@ -20,7 +20,7 @@ from prometheus_client import REGISTRY
 from provenance.cli import main
 from provenance.evaluation.cases import Case, load_cases
 from provenance.feedback.cases import changes_since
-from provenance.feedback.responses import ResponseLog, served_settings
+from provenance.feedback.responses import SLICE, ResponseLog, served_settings
 from provenance.feedback.schema import KINDS
 from provenance.guards.apikeys import create_key
 from provenance.inference.embedder import Embedder
@@ -29,7 +29,7 @@ from provenance.settings import Settings
 from provenance.store import Store
 from provenance.store.feedback import FeedbackRow
 from provenance.store.pool import create_pool, migrate
-from provenance.wire import AskResponse, Stages
+from provenance.wire import AskResponse, CacheStage, Stages
 from tests.conftest import CORPUS, LiveServer, make_settings
 
 ANSWERABLE = "How much does a standard locker cost per month?"
@@ -457,6 +457,70 @@ async def test_the_response_log_writes_only_when_it_flushes_and_keeps_the_first_
     async with fresh_store.pool.acquire() as conn:
         rows = await conn.fetch("SELECT request_id, response->>'answer' AS answer FROM recent_responses")
     assert [(r["request_id"], r["answer"]) for r in rows] == [("reused-id-1", "$14 a month.")]
+
+
+async def test_hits_of_one_cached_answer_share_one_body_and_each_is_read_back_as_it_was_returned(
+    fresh_store: Store,
+) -> None:
+    settings = Settings()
+    log = ResponseLog(fresh_store, settings, served_settings(settings, "local"))
+    first = _response("first-of-many")
+    hits = [
+        msgspec.structs.replace(
+            first,
+            request_id=f"hit-{i}",
+            cached=True,
+            total_ms=0.5 + i,
+            stages=msgspec.structs.replace(
+                first.stages, cache=CacheStage(status="hit", ms=0.1 * i, cached_at="2026-12-04T00:00:00+00:00")
+            ),
+        )
+        for i in range(5)
+    ]
+    for response in (first, *hits):
+        log.keep(response)
+    await log.aclose()
+    async with fresh_store.pool.acquire() as conn:
+        bodies = await conn.fetchval("SELECT count(*) FROM response_bodies")
+        kept = {
+            r["request_id"]: (json.loads(r["response"]), r["cached"])
+            for r in await conn.fetch("SELECT request_id, response::text AS response, cached FROM recent_responses")
+        }
+    assert bodies == 1  # the first answer and its five hits differ only in what each request changed
+    for response in (first, *hits):
+        assert kept[response.request_id] == (json.loads(msgspec.json.encode(response)), response.cached)
+
+
+async def test_a_flush_lets_requests_run_while_it_encodes_a_large_batch(fresh_store: Store) -> None:
+    """The write is off the request's path: encoding thousands of responses gives the event loop back between
+    slices instead of holding every request behind it (issue 48)."""
+    ticks = 0
+    ticks_before_write: list[int] = []
+
+    class Watched(Store):
+        async def keep_responses(self, rows: Any) -> int:
+            ticks_before_write.append(ticks)
+            return await super().keep_responses(rows)
+
+    settings = Settings()
+    log = ResponseLog(Watched(fresh_store.pool), settings, served_settings(settings, "local"))
+    for i in range(10 * SLICE):
+        log.keep(_response(f"many-{i}"))
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    started = ticks
+    assert await log.flush() == 10 * SLICE
+    task.cancel()
+    await log.aclose()
+    # One turn of the loop for each slice after the first: the ticker ran between them, before the write.
+    assert ticks_before_write[0] - started >= 9
 
 
 def test_an_exported_case_says_when_its_corpus_was_removed_or_ingested_again() -> None:

@@ -14,7 +14,9 @@ from provenance.store.pool import MAINTENANCE_TIMEOUT_S, Pooled
 
 
 class KeptResponse(msgspec.Struct, frozen=True):
-    """One served response, as the response log writes it."""
+    """One served response, as the response log writes it: its columns, its envelope (what this request
+    changed) and its body's digest; `body_json` and `settings_json` are written once per digest
+    (010_response_bodies.sql)."""
 
     request_id: str
     question: str
@@ -23,9 +25,16 @@ class KeptResponse(msgspec.Struct, frozen=True):
     status: str
     reason: str | None
     cached: bool
+    digest: bytes
     settings_json: str
-    response_json: str
+    body_json: str
+    envelope_json: str
     served_at: dt.datetime
+
+
+# A hot body's last_served is refreshed at most this often, so that it costs no write per flush; bodies are
+# removed this long after the window, when no row served within the window can still name them.
+RESPONSE_BODY_TOUCH_S = 3600.0
 
 
 class Rated(msgspec.Struct, frozen=True):
@@ -69,21 +78,39 @@ class FeedbackStore(Pooled):
     """Recent responses (so that they can be rated) and readers' verdicts on them."""
 
     async def keep_responses(self, rows: Sequence[KeptResponse]) -> int:
-        """One statement for the whole batch. A request id already kept (a client that reused its X-Request-ID)
-        keeps the response first served under it."""
+        """Two statements in one transaction: each distinct body not yet kept, then one small row per response.
+        A request id already kept (a client that reused its X-Request-ID) keeps the response first served
+        under it."""
         if not rows:
             return 0
-        async with self._conn() as conn:
+        bodies: dict[bytes, KeptResponse] = {}
+        for r in rows:
+            bodies.setdefault(r.digest, r)
+        async with self._conn(transaction=True) as conn:
+            await conn.execute(
+                """
+                INSERT INTO response_bodies AS b (digest, settings, body, last_served)
+                SELECT d, cfg::jsonb, body::jsonb, t
+                FROM unnest($1::bytea[], $2::text[], $3::text[], $4::timestamptz[]) AS u(d, cfg, body, t)
+                ON CONFLICT (digest) DO UPDATE SET last_served = EXCLUDED.last_served
+                    WHERE b.last_served < EXCLUDED.last_served - make_interval(secs => $5)
+                """,
+                list(bodies),
+                [b.settings_json for b in bodies.values()],
+                [b.body_json for b in bodies.values()],
+                [max(r.served_at for r in rows)] * len(bodies),
+                RESPONSE_BODY_TOUCH_S,
+            )
             kept = await conn.fetchval(
                 """
                 WITH i AS (
-                    INSERT INTO recent_responses
-                        (request_id, question, corpus, corpus_version, status, reason, cached, settings, response,
-                         served_at)
-                    SELECT r, q, c, v, s, why, hit, cfg::jsonb, body::jsonb, t
+                    INSERT INTO served_responses
+                        (request_id, question, corpus, corpus_version, status, reason, cached, body_digest,
+                         envelope, served_at)
+                    SELECT r, q, c, v, s, why, hit, d, env::jsonb, t
                     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                                $7::boolean[], $8::text[], $9::text[], $10::timestamptz[])
-                        AS u(r, q, c, v, s, why, hit, cfg, body, t)
+                                $7::boolean[], $8::bytea[], $9::text[], $10::timestamptz[])
+                        AS u(r, q, c, v, s, why, hit, d, env, t)
                     ON CONFLICT (request_id) DO NOTHING
                     RETURNING 1
                 )
@@ -96,18 +123,23 @@ class FeedbackStore(Pooled):
                 [r.status for r in rows],
                 [r.reason for r in rows],
                 [r.cached for r in rows],
-                [r.settings_json for r in rows],
-                [r.response_json for r in rows],
+                [r.digest for r in rows],
+                [r.envelope_json for r in rows],
                 [r.served_at for r in rows],
             )
         return int(kept)
 
     async def recent_responses_cleanup(self, window_s: int) -> int:
+        """Responses served before the window, then the bodies none within it can name."""
         async with self._conn() as conn:
             deleted = await conn.fetchval(
-                "WITH d AS (DELETE FROM recent_responses WHERE served_at < now() - make_interval(secs => $1)"
+                "WITH d AS (DELETE FROM served_responses WHERE served_at < now() - make_interval(secs => $1)"
                 " RETURNING 1) SELECT count(*) FROM d",
                 float(window_s),
+            )
+            await conn.execute(
+                "DELETE FROM response_bodies WHERE last_served < now() - make_interval(secs => $1)",
+                float(window_s) + 2 * RESPONSE_BODY_TOUCH_S,
             )
         return int(deleted)
 
