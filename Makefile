@@ -8,7 +8,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export HOST PORT
 
-.PHONY: install run test lint typecheck fmt bench soak evals chromium promtool screenshots clean train llm-evals
+.PHONY: install run test lint typecheck fmt bench bench-tail soak evals chromium promtool wrk screenshots clean train llm-evals
 
 install: $(STAMP)
 
@@ -66,6 +66,19 @@ fmt:
 # docs/scaling.md. `bench/scaling.py` alone: $(BIN)/python -m bench.scaling
 bench: install
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+# wrk, the load generator of bench/cached_tail.py, from Debian's packages.
+wrk:
+	@command -v wrk >/dev/null 2>&1 || { \
+		echo "installing wrk from Debian's packages"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null) \
+		|| echo "warning: could not install wrk"; }
+
+# Cached /ask under wrk at c=1, 8 and 32 with p50/p99/p99.9, as an interleaved A/B (about 5 minutes):
+# FEEDBACK_ENABLED on against off by default; BENCH_TAIL_ARGS="--base COMMIT" compares against a commit.
+# Rewrites the CACHED_TAIL section of docs/benchmarks.md.
+bench-tail: install wrk
+	$(BIN)/python -m bench.cached_tail $(BENCH_TAIL_ARGS)
 
 # Ten minutes of mixed traffic against a real server at a steady rate; rewrites docs/soak.md and exits
 # non-zero when it fails (RSS growth, a 5xx, an unhandled exception, a rate limit or spend cap that does
