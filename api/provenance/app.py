@@ -19,6 +19,7 @@ from provenance import __version__
 from provenance.http.exceptions import EXCEPTION_HANDLERS
 from provenance.http.feedback import declare_feedback_constraints
 from provenance.http.feedback import feedback as feedback_endpoint
+from provenance.http.inputs import CheckedRequest, declare_string_rule
 from provenance.http.metrics_route import count_response, metrics_endpoint
 from provenance.http.middleware import request_middleware, security_headers
 from provenance.http.routes import ROUTES, declare_request_constraints, provide_services
@@ -76,6 +77,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         dependencies={"services": Provide(provide_services, sync_to_thread=False)},
         openapi_config=OpenAPIConfig(title="Provenance", version=__version__, path="/schema"),
         request_max_body_size=settings.server.request_max_body_bytes,
+        # Every JSON body's strings are checked as it is decoded (provenance.http.inputs).
+        request_class=CheckedRequest,
         cors_config=cors,
         debug=False,
         # Logging is configured once, by configure_logging above: Litestar's default would put a plain-text
@@ -85,4 +88,6 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     declare_request_constraints(app.openapi_schema, settings)
     declare_streaming(app.openapi_schema)
     declare_feedback_constraints(app.openapi_schema)
+    # Last, so that it sees every other declaration: the string rule on every parameter and body string.
+    declare_string_rule(app.openapi_schema)
     return app

@@ -29,26 +29,46 @@ class Wire(msgspec.Struct, rename="camel", kw_only=True):
     pass
 
 
-# A question needs a character that is not whitespace, and may not hold NUL (Postgres text can't store it).
+# The characters no string a request carries may hold (provenance.http.inputs refuses them, and says why):
+# NUL, and every other C0 control but tab, line feed and carriage return, DEL and the C1 controls.
+CONTROLS = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
+NO_CONTROLS = f"[^{CONTROLS}]"
+# The JSON Schema pattern of a string with no rule of its own (the OpenAPI document gives it to every one).
+TEXT_PATTERN = f"^{NO_CONTROLS}*$"
+
+# A question needs a character that is not whitespace, and holds no control character (TEXT_PATTERN's).
 # The OpenAPI document declares this very expression, and the /ask handler checks it, so the two agree.
-QUESTION_PATTERN = r"^[^\x00]*[^\x00\s][^\x00]*$"
+QUESTION_PATTERN = f"^{NO_CONTROLS}*[^{CONTROLS}\\s]{NO_CONTROLS}*$"
 
 
 # A corpus name: what `provenance ingest --corpus` accepts and the corpus_state table's CHECK (004_corpora.sql).
 CORPUS_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,39}$"
+CORPUS_NAME_MAX_CHARS = 40
 CorpusName = Annotated[
     str,
     msgspec.Meta(
         pattern=CORPUS_NAME_PATTERN,
-        max_length=40,
+        max_length=CORPUS_NAME_MAX_CHARS,
         description="a corpus from GET /corpora; the default corpus when absent",
+    ),
+]
+
+
+# Cloudflare documents a Turnstile token as at most 2048 characters; a longer one can't be one, and is
+# refused before it is sent to siteverify.
+TURNSTILE_TOKEN_MAX_CHARS = 2048
+TurnstileToken = Annotated[
+    str,
+    msgspec.Meta(
+        max_length=TURNSTILE_TOKEN_MAX_CHARS,
+        description=f"the Turnstile widget's token, at most {TURNSTILE_TOKEN_MAX_CHARS} characters",
     ),
 ]
 
 
 class AskRequest(Wire, forbid_unknown_fields=True):
     question: str
-    turnstile_token: str | None = None
+    turnstile_token: TurnstileToken | None = None
     corpus: CorpusName | None = None
 
 

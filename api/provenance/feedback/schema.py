@@ -7,12 +7,11 @@ from typing import Annotated, ClassVar, Literal
 
 import msgspec
 
-from provenance.wire import Wire
+from provenance.wire import NO_CONTROLS, TEXT_PATTERN, TurnstileToken, Wire
 
 NOTE_MAX_CHARS = 500
 # A request id as the server hands them out (a UUID's hex, or a client's own X-Request-ID of 8-64 characters).
 REQUEST_ID_MAX_CHARS = 64
-NO_NUL = r"^[^\x00]*$"
 
 Kind = Literal["wrong_answer", "should_have_answered", "other"]
 KINDS: tuple[Kind, ...] = ("wrong_answer", "should_have_answered", "other")
@@ -21,7 +20,7 @@ RequestId = Annotated[
     msgspec.Meta(
         min_length=1,
         max_length=REQUEST_ID_MAX_CHARS,
-        pattern=r"^[^\x00]+$",
+        pattern=f"^{NO_CONTROLS}+$",
         description="the requestId of the /ask response being rated",
     ),
 ]
@@ -29,7 +28,7 @@ Note = Annotated[
     str,
     msgspec.Meta(
         max_length=NOTE_MAX_CHARS,
-        pattern=NO_NUL,
+        pattern=TEXT_PATTERN,
         description=f"what the reader wants to add, at most {NOTE_MAX_CHARS} characters; kept as text, never HTML",
     ),
 ]
@@ -38,7 +37,7 @@ Note = Annotated[
 class _Verdict(Wire, forbid_unknown_fields=True):
     request_id: RequestId
     note: Note | None = None
-    turnstile_token: str | None = None
+    turnstile_token: TurnstileToken | None = None
 
 
 class RightVerdict(_Verdict, tag_field="verdict", tag="right"):

@@ -7,8 +7,10 @@ import asyncio
 from typing import Any
 
 import asyncpg
+import msgspec
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
+from litestar.response.base import ASGIResponse
 from litestar.types import ExceptionHandlersMap
 
 from provenance import metrics
@@ -33,6 +35,17 @@ def _error(status: int, code: str, message: str, headers: dict[str, str] | None 
     return Response(ErrorEnvelope(ErrorBody(code=code, message=message)), status_code=status, headers=headers or {})
 
 
+def error_response(error: ServiceError) -> ASGIResponse:
+    """A service error as the ASGI app that answers it, for a middleware that refuses a request before the
+    route's handler (and so its exception handling) is called."""
+    return ASGIResponse(
+        body=msgspec.json.encode(ErrorEnvelope(ErrorBody(code=error.code, message=error.message))),
+        status_code=error.status,
+        media_type="application/json",
+        headers=error.headers,
+    )
+
+
 _HTTP_CODES = {
     400: "bad_request",
     401: "unauthorized",
@@ -51,7 +64,11 @@ def _handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Respons
     if isinstance(exc, ValidationException) and isinstance(exc.extra, list) and exc.extra:
         first = exc.extra[0]
         if isinstance(first, dict):
-            message = messages.validation_message(str(first.get("message", message)), first.get("key"))
+            message = messages.validation_message(
+                str(first.get("message", message)),
+                first.get("key"),
+                str(getattr(first.get("source"), "value", first.get("source"))),
+            )
     elif exc.status_code == 404:
         message = messages.not_found_message(request.url.path)
     elif exc.status_code == 405:

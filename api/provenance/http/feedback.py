@@ -15,7 +15,7 @@ from litestar.openapi.spec import OpenAPI
 from litestar.params import JSONBody
 
 from provenance.errors import ErrorBody, ErrorEnvelope, ServiceError
-from provenance.feedback.schema import NOTE_MAX_CHARS, FeedbackReceipt, FeedbackRequest, RightVerdict, WrongVerdict
+from provenance.feedback.schema import FeedbackReceipt, FeedbackRequest, RightVerdict, WrongVerdict
 from provenance.http.exceptions import _handle_http
 from provenance.services import Services
 
@@ -37,8 +37,6 @@ _REWORDED = (
         'the request body has "kind", which goes only with "verdict": "wrong"',
     ),
     (re.compile(r"^invalid value .* \(verdict\)$"), 'verdict must be "right" or "wrong"'),
-    (re.compile(r"^expected `str` of length <= \d+ \(note\)$"), f"note is longer than {NOTE_MAX_CHARS} characters"),
-    (re.compile(r"^expected `str` matching regex .* \((\w+)\)$"), r"\1 must not contain NUL characters"),
     (
         re.compile(r"^invalid enum value (.*) \(kind\)$"),
         r'kind must be "wrong_answer", "should_have_answered" or "other", not \1',
@@ -73,7 +71,7 @@ def _reworded(request: Request[Any, Any, Any], exc: ValidationException) -> Resp
     exception_handlers={ValidationException: _reworded},
     status_code=200,
     responses={
-        400: _spec("`bad_request`: unknown fields, wrong types, a note over 500 characters, NUL"),
+        400: _spec("`bad_request`: unknown fields, wrong types, a note over 500 characters, a control character"),
         401: _spec("`invalid_api_key`: unknown or revoked API key"),
         403: _spec("`bot_check_failed`: the Turnstile token was missing, used or wrong"),
         404: _spec("`unknown_request`: no answer with that request id in the window"),

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from provenance.wire import CORPUS_NAME_PATTERN
+
 _TYPE_WORDS = {
     "str": "a string",
     "int": "a number",
@@ -18,6 +20,9 @@ _TYPE_WORDS = {
 }
 
 _EXPECTED = re.compile(r"^Expected `(?P<want>[^`]+)`, got `(?P<got>[^`]+)`")
+_TOO_LONG = re.compile(r"^Expected `str` of length <= (?P<n>\d+)")
+_TOO_SHORT = re.compile(r"^Expected `str` of length >= (?P<n>\d+)")
+_NO_MATCH = re.compile(r"^Expected `str` matching regex (?P<pattern>'.*')")
 _UNKNOWN = re.compile(r"^Object contains unknown field `(?P<name>[^`]+)`")
 _MISSING = re.compile(r"^Object missing required field `(?P<name>[^`]+)`")
 _NOT_JSON = ("json is malformed", "input data was truncated", "trailing characters", "utf-8", "decode")
@@ -41,11 +46,25 @@ def is_not_json(message: str) -> bool:
     return any(marker in message.lower() for marker in _NOT_JSON)
 
 
-def validation_message(message: str, key: str | None) -> str:
-    """One msgspec/Litestar validation error about the request body, as a sentence for the client."""
+def validation_message(message: str, key: str | None, source: str | None = None) -> str:
+    """One msgspec/Litestar validation error about the request body or a parameter (`source`: "query",
+    "path"), as a sentence for the client."""
     if is_not_json(message):
         return "the request body is not valid JSON"
     field = None if key in (None, "", _BODY_KEY) else key
+    if field and source in ("query", "path"):
+        field = f"{source} parameter {field!r}"
+    if field and (m := _TOO_LONG.match(message)):
+        return f"{field} is longer than {m['n']} characters"
+    if field and (m := _TOO_SHORT.match(message)):
+        return f"{field} must not be empty" if m["n"] == "1" else f"{field} is shorter than {m['n']} characters"
+    if field and (m := _NO_MATCH.match(message)):
+        if m["pattern"] == repr(CORPUS_NAME_PATTERN):
+            return (
+                f"{field} is not a corpus name: a lowercase letter or digit, then up to 39 lowercase letters,"
+                " digits, '-' or '_'"
+            )
+        return f"{field} must match the pattern {m['pattern']}"
     if m := _EXPECTED.match(message):
         want, got = _type_words(m["want"]), _type_words(m["got"])
         if field is None:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Request, Response, get, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.openapi import ResponseSpec
 from litestar.openapi.spec import OpenAPI, Schema
-from litestar.params import FromPath, JSONBody
+from litestar.params import FromPath, JSONBody, Parameter
 from litestar.response import ServerSentEvent
 
 from provenance import __version__, metrics
@@ -24,6 +24,8 @@ from provenance.pipeline.run import OnStage, Outcome
 from provenance.services import Services
 from provenance.settings import Settings
 from provenance.wire import (
+    CORPUS_NAME_MAX_CHARS,
+    CORPUS_NAME_PATTERN,
     QUESTION_PATTERN,
     AskRequest,
     AskResponse,
@@ -48,6 +50,17 @@ _UNAVAILABLE = ResponseSpec(
     generate_examples=False,
 )
 _QUESTION = re.compile(QUESTION_PATTERN)
+# A corpus named in a query string is held to the rule a body's `corpus` is (wire.CorpusName): declared in the
+# OpenAPI document, and checked by Litestar (a 400 naming the parameter). A well-formed name no corpus has is
+# the 404 that lists the corpora.
+CorpusParameter = Annotated[
+    str | None,
+    Parameter(
+        pattern=CORPUS_NAME_PATTERN,
+        max_length=CORPUS_NAME_MAX_CHARS,
+        description="a corpus from GET /corpora; the default corpus when absent",
+    ),
+]
 
 
 def _errors(*statuses: int) -> dict[int, ResponseSpec]:
@@ -138,7 +151,7 @@ async def corpora(services: NamedDependency[Services]) -> Corpora:
     summary="One corpus in full (the default one without `name`): files, passage count, version, model",
     responses={**_errors(404), 503: _DB_DOWN},
 )
-async def corpus(services: NamedDependency[Services], name: str | None = None) -> CorpusInfo:
+async def corpus(services: NamedDependency[Services], name: CorpusParameter = None) -> CorpusInfo:
     wanted = name if name is not None else services.pipeline.corpora.default
     st = await services.store.corpus_state(wanted)
     if st is None:
@@ -164,13 +177,12 @@ async def corpus(services: NamedDependency[Services], name: str | None = None) -
     responses={**_errors(404), 503: _DB_DOWN},
 )
 async def passage(
-    services: NamedDependency[Services], passage_id: FromPath[str], corpus: str | None = None
+    services: NamedDependency[Services], passage_id: FromPath[str], corpus: CorpusParameter = None
 ) -> PassageOut:
     in_corpus = corpus if corpus is not None else services.pipeline.corpora.default
-    # Postgres text can't hold NUL, so no passage id has one: answer here rather than fail in the driver.
-    found = (
-        None if "\x00" in passage_id + in_corpus else await services.store.passage(passage_id.lstrip("/"), in_corpus)
-    )
+    # No NUL reaches the store: provenance.http.inputs refuses it before any handler runs. An id has no
+    # length bound (a file's path and its headings' slugs make it), so a long one is simply not there.
+    found = await services.store.passage(passage_id.lstrip("/"), in_corpus)
     if found is None:
         raise NotFound(f"no passage with id {passage_id.lstrip('/')!r}")
     return found
@@ -222,8 +234,8 @@ async def ask(
             code="invalid_question",
         )
     if _QUESTION.search(data.question) is None:
-        if "\x00" in data.question:
-            raise BadRequest("question must not contain NUL characters", code="invalid_question")
+        # A control character was refused as the body was decoded (provenance.http.inputs), so only
+        # whitespace is left to fail the pattern.
         raise BadRequest("question must not be empty", code="invalid_question")
     question = data.question.strip()
     request_id: str = request.scope.get("state", {}).get("request_id") or uuid.uuid4().hex
@@ -263,6 +275,7 @@ def declare_request_constraints(openapi: OpenAPI, settings: Settings) -> None:
     question.pattern = QUESTION_PATTERN
     question.description = (
         f"at most {settings.server.max_question_chars} characters (MAX_QUESTION_CHARS), not only whitespace, no NUL"
+        " or other control character but tab, line feed and carriage return"
     )
 
 
