@@ -85,13 +85,14 @@ def url_problem(scope: Any) -> BadRequest | None:
     """The 400 for a request whose query string or path parameters break the rule, else None. Called after
     routing, so a path parameter is named as its route declares it."""
     query: bytes = scope.get("query_string", b"")
-    raw_path: bytes = scope.get("raw_path") or b""
+    # The path as sent; a server that gives none (a test client's may not) has its parameters checked anyway.
+    raw_path: bytes | None = scope.get("raw_path")
     # The common case, an /ask or a cached answer's: nothing to decode, so nothing to look at.
-    if not query and b"%" not in raw_path:
+    if not query and raw_path is not None and b"%" not in raw_path:
         return None
     params = scope.get("path_params") or {}
     try:
-        unquote_to_bytes(raw_path).decode("utf-8")
+        unquote_to_bytes(raw_path or b"").decode("utf-8")
     except UnicodeDecodeError:
         # The server decoded the path with replacement characters (U+FFFD) where the bytes were not UTF-8:
         # the parameter holding one is the one the client sent broken.
