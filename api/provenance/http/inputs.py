@@ -29,6 +29,7 @@ from litestar.openapi.spec import (
     RequestBody,
     Schema,
 )
+from litestar.openapi.spec.enums import OpenAPIType
 
 from provenance.errors import BadRequest
 from provenance.wire import CONTROLS, TEXT_PATTERN
@@ -128,7 +129,8 @@ def _body_problem(body: Any, not_utf8: bool = False) -> BadRequest | None:
         for key, item in pairs:
             if isinstance(key, str) and search(key):
                 return problem_in(key, f"a body field's name ({_field((*at, key))!r})", not_utf8=not_utf8)
-            if isinstance(item, (str, dict, list)) and not (isinstance(item, str) and not search(item)):
+            # A string is pushed only when it breaks the rule, to be named; objects and arrays to be walked.
+            if isinstance(item, (dict, list)) or (isinstance(item, str) and search(item)):
                 stack.append(((*at, key), item))
     return None
 
@@ -178,7 +180,7 @@ def _strings(schema: Schema | Reference | None) -> list[Schema]:
         # Litestar writes a bound of `str | None` beside the oneOf, not in its string branch.
         return found if schema.pattern is None else [schema]
     kinds = schema.type if isinstance(schema.type, list) else [schema.type]
-    return [schema] if any(str(k) in ("string", "OpenAPIType.STRING") for k in kinds) and not schema.enum else []
+    return [schema] if OpenAPIType.STRING in kinds and not schema.enum else []
 
 
 def _declare(schema: Schema, where: str) -> None:
