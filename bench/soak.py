@@ -215,7 +215,7 @@ def expected(hit: Hit, spec: Spec) -> bool:
     return hit.code in (200, 429)
 
 
-# --- the judgement: pure functions over what was seen (tests/bench/test_soak.py) -------------------------
+# --- the judgement: pure functions over what was seen (tests/test_soak.py) -------------------------
 
 
 @dataclass(frozen=True)
@@ -611,6 +611,7 @@ async def prime(run: Run, server: Server) -> None:
 
 async def create_keys(dsn: str, run: Run, count: int) -> None:
     """API keys through the store, as `provenance keys create` makes them; one revoked."""
+    from provenance.access.store import AccessStore
     from provenance.guards.apikeys import create_key
     from provenance.settings import Settings
     from provenance.store.guards import GuardStore
@@ -618,7 +619,7 @@ async def create_keys(dsn: str, run: Run, count: int) -> None:
 
     pool = await create_pool(dsn, Settings().with_overrides(database_url=dsn))
     try:
-        store = GuardStore(pool)
+        store = AccessStore(pool)
 
         async def make(name: str) -> str:
             key = await create_key(store, name)
@@ -629,7 +630,7 @@ async def create_keys(dsn: str, run: Run, count: int) -> None:
         run.keys = [await make(f"soak-{n:02d}") for n in range(count)]
         run.limited_key = await make(LIMITED_KEY)
         run.revoked_key = await make(REVOKED_KEY)
-        if not await store.revoke_api_key(REVOKED_KEY):
+        if not await GuardStore(pool).revoke_api_key(REVOKED_KEY):
             raise RuntimeError("could not revoke the soak's revoked key")
     finally:
         await pool.close()
@@ -1046,7 +1047,7 @@ def main() -> int:
             servers.append(("main server", server))
             server.wait_ready()
             # One after the other: two first starts on a fresh database can race in CREATE EXTENSION
-            # (api/provenance/store/pool.py ensure_schema), and the loser exits with a UniqueViolationError.
+            # (api/provenance/db.py ensure_schema), and the loser exits with a UniqueViolationError.
             spend = Server(
                 data_dir,
                 PROFILE="anthropic",

@@ -83,7 +83,9 @@ def test_keys_create_prints_only_the_key_and_refuses_a_taken_name(cli_env: dict[
     first = provenance("keys", "create", "reporting-app", env=cli_env)
     assert first.returncode == 0, first.stderr
     assert first.stdout.startswith("pv_") and len(first.stdout.splitlines()) == 1
-    assert first.stderr.splitlines() == ["created API key 'reporting-app'; it is shown only now, so store it safely"]
+    assert first.stderr.splitlines() == [
+        "created API key 'reporting-app' (reader); it is shown only now, so store it safely"
+    ]
 
     again = provenance("keys", "create", "reporting-app", env=cli_env)
     assert again.returncode == 2

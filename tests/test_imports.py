@@ -74,15 +74,26 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("settings",),
     # Words and shapes with no I/O: what refusals say, what the offline tools print, the eval case's schema
     # (what `provenance feedback export` writes), and documents read into passages (what the store keeps).
-    ("pipeline.reasons", "report", "evaluation.cases", "ingest.documents", "ingest.chunking"),
-    # Data access and the model runtimes.
-    ("store", "inference"),
-    # The guards, over their tables.
-    ("guards",),
+    # Who may read and write which corpus: the rules alone, and the corpus admin's wire types.
+    (
+        "pipeline.reasons",
+        "report",
+        "evaluation.cases",
+        "ingest.documents",
+        "ingest.chunking",
+        "access",
+        "access.clients",
+        "access.wire",
+    ),
+    # Data access and the model runtimes; the access and job tables.
+    ("store", "inference", "access.store", "jobs", "jobs.queue", "jobs.documents"),
+    # The guards, over their tables, and telling who a request comes from (a key is checked as they check it).
+    ("guards", "access.identify"),
     # Who decides a claim, and the counters every part increments.
     ("judges", "verifiers", "metrics"),
-    # The pipeline's stages and the model profiles that supply its ports; ingest writes through the store.
-    ("stages", "profiles", "ingest"),
+    # The pipeline's stages and the model profiles that supply its ports; ingest writes through the store, and
+    # the ingest worker runs it for the queue's jobs.
+    ("stages", "profiles", "ingest", "jobs.worker"),
     # The request's path, which orders the stages.
     ("pipeline",),
     # What a running service holds, the feedback desk, and the HTTP layer at the top.
@@ -91,7 +102,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("http", "app"),
     # Outside the request path: the offline evaluation and the command line.
     ("evaluation",),
-    ("cli", "__main__"),
+    ("cli", "__main__", "access.commands"),
 )
 
 

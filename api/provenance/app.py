@@ -16,6 +16,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.static_files import create_static_files_router
 
 from provenance import __version__
+from provenance.http.corpus_admin import CORPUS_ADMIN_ROUTES, declare_corpus_admin_constraints
 from provenance.http.exceptions import EXCEPTION_HANDLERS
 from provenance.http.feedback import declare_feedback_constraints
 from provenance.http.feedback import feedback as feedback_endpoint
@@ -50,7 +51,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             if settings.metrics.enabled:
                 worker_stopped()
 
-    route_handlers: list[Any] = list(ROUTES)
+    route_handlers: list[Any] = [*CORPUS_ADMIN_ROUTES, *ROUTES]
     before_send: list[Any] = [security_headers]
     if settings.metrics.enabled:
         # Off, /metrics is not there at all (an unknown path's 404) and nothing is counted per request.
@@ -64,7 +65,11 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             create_static_files_router(path="/", directories=[Path(WEB_DIR)], html_mode=True, name="web")
         )
     cors = (
-        CORSConfig(allow_origins=list(settings.server.cors_origins), allow_methods=["GET", "POST"], allow_headers=["*"])
+        CORSConfig(
+            allow_origins=list(settings.server.cors_origins),
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["*"],
+        )
         if settings.server.cors_origins
         else None
     )
@@ -88,6 +93,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     declare_request_constraints(app.openapi_schema, settings)
     declare_streaming(app.openapi_schema)
     declare_feedback_constraints(app.openapi_schema)
+    declare_corpus_admin_constraints(app.openapi_schema)
     # Last, so that it sees every other declaration: the string rule on every parameter and body string.
     declare_string_rule(app.openapi_schema)
     return app

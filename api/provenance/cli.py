@@ -40,6 +40,9 @@ getting started:
   provenance corpora             the corpora, with their folders, sizes and versions
   provenance corpora remove NAME remove one (asks first)
   provenance keys create NAME    an API key for a script or app that isn't a browser
+                                 (--role reader|editor|admin, --corpus C for a private corpus)
+  provenance corpora create NAME --private
+                                 a corpus only keys granted it can see
 
 Settings are environment variables (DATABASE_URL, PROFILE, ANTHROPIC_API_KEY, CORPUS_DIR, PORT, ...);
 without DATABASE_URL an embedded PostgreSQL runs from .data/. The README lists them all.
@@ -133,37 +136,32 @@ async def _corpus_folder(settings: Settings, name: str) -> Path | None:
     return Path(state.source_dir) if state and state.source_dir else None
 
 
-async def _keys(settings: Settings, action: str, name: str | None) -> int:
-    from provenance.guards.apikeys import create_key, list_keys, valid_name
-    from provenance.store.guards import GuardStore
+async def _keys(settings: Settings, args: argparse.Namespace) -> int:
+    from provenance.access.commands import CommandMistake, check_key_arguments, keys
 
-    if name is not None and not valid_name(name):
-        raise Mistake("a key name is 1-64 letters, digits, '.', '_' or '-'")
-    pool = await _with_pool(settings)
     try:
-        store = GuardStore(pool)
-        if action == "create" and name is not None:
-            key = await create_key(store, name)
-            if key is None:
-                raise Mistake(f"a key named {name!r} already exists (revoked names stay taken)")
-            # The key alone on stdout, so `KEY=$(provenance keys create NAME)` works; only its hash is kept.
-            print(f"created API key {name!r}; it is shown only now, so store it safely", file=sys.stderr)
-            print(key)
-            return 0
-        if action == "revoke" and name is not None:
-            if not await store.revoke_api_key(name):
-                raise Mistake(f"no active key named {name!r}")
-            print(f"revoked API key {name!r}")
-            return 0
-        rows = await list_keys(store)
-        if not rows:
-            print("no API keys")
-        for row in rows:
-            revoked = f"revoked {row.revoked_at:%Y-%m-%d %H:%M}" if row.revoked_at else "active"
-            print(f"{row.name}\tcreated {row.created_at:%Y-%m-%d %H:%M}\t{revoked}")
-        return 0
-    finally:
-        await pool.close()
+        check_key_arguments(args)  # before the database is opened
+        pool = await _with_pool(settings)
+        try:
+            return await keys(pool, args)
+        finally:
+            await pool.close()
+    except CommandMistake as exc:
+        raise Mistake(str(exc)) from None
+
+
+async def _create_corpus(settings: Settings, args: argparse.Namespace) -> int:
+    from provenance.access.commands import CommandMistake, check_corpus_name, create_corpus
+
+    try:
+        check_corpus_name(args.name)
+        pool = await _with_pool(settings)
+        try:
+            return await create_corpus(pool, args.name, args.private, args.title)
+        finally:
+            await pool.close()
+    except CommandMistake as exc:
+        raise Mistake(str(exc)) from None
 
 
 async def _warm_cache(settings: Settings, only: str | None) -> int:
@@ -263,6 +261,7 @@ async def _list_corpora(settings: Settings) -> int:
 
 
 async def _remove_corpus(settings: Settings, name: str, yes: bool, force: bool) -> int:
+    from provenance.access.store import AccessStore
     from provenance.store.corpora import CorpusStore
 
     if name == DEFAULT_CORPUS and not force:
@@ -273,7 +272,11 @@ async def _remove_corpus(settings: Settings, name: str, yes: bool, force: bool) 
     pool = await _with_pool(settings)
     try:
         store = CorpusStore(pool)
+        access = AccessStore(pool)
         state = await store.corpus_state(name)
+        if state is None and await access.forget_corpus(name):
+            print(f"removed corpus {name}: it held no documents yet")
+            return 0
         if state is None:
             known = ", ".join(c.name for c in await store.corpora()) or "none"
             raise Mistake(f"there is no corpus named {name!r} (corpora: {known})")
@@ -291,6 +294,8 @@ async def _remove_corpus(settings: Settings, name: str, yes: bool, force: bool) 
                 print("nothing removed", file=sys.stderr)
                 return 1
         removed = await store.remove_corpus(name)
+        # Its visibility and the grants on it go with it: a corpus made later under the name starts afresh.
+        await access.forget_corpus(name)
     finally:
         await pool.close()
     if removed is None:  # removed by someone else meanwhile
@@ -315,6 +320,8 @@ def cmd_corpora(args: argparse.Namespace) -> int:
     settings = _settings()
     if args.corpora_command == "remove":
         return asyncio.run(_remove_corpus(settings, args.name, args.yes, args.force))
+    if args.corpora_command == "create":
+        return asyncio.run(_create_corpus(settings, args))
     return asyncio.run(_list_corpora(settings))
 
 
@@ -322,7 +329,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
     if args.keys_command is None:
         result: int = args.usage(args)
         return result
-    return asyncio.run(_keys(_settings(), args.keys_command, getattr(args, "name", None)))
+    return asyncio.run(_keys(_settings(), args))
 
 
 def cmd_warm_cache(args: argparse.Namespace) -> int:
@@ -609,11 +616,9 @@ def _db_parser(sub: Any) -> None:
 def _keys_parser(sub: Any) -> None:
     keys = sub.add_parser("keys", help="API keys for clients without a browser (Authorization: Bearer)")
     keys_sub = keys.add_subparsers(dest="keys_command", metavar="ACTION")
-    keys_create = keys_sub.add_parser("create", help="create a key and print it once")
-    keys_create.add_argument("name", help="who the key is for (letters, digits, . _ -)")
-    keys_revoke = keys_sub.add_parser("revoke", help="end a key; its name stays taken")
-    keys_revoke.add_argument("name")
-    keys_sub.add_parser("list", help="names, created and revoked times (never the keys)")
+    from provenance.access.commands import add_key_arguments
+
+    add_key_arguments(keys_sub)
     keys.set_defaults(func=cmd_keys, usage=_usage(keys))
 
 
@@ -645,6 +650,10 @@ def _corpora_parser(sub: Any) -> None:
     corpora = sub.add_parser("corpora", help="list the corpora (folder, passages, model, version, ingest time)")
     corpora_sub = corpora.add_subparsers(dest="corpora_command", metavar="ACTION")
     corpora_sub.add_parser("list", help="the same as `provenance corpora`")
+    create = corpora_sub.add_parser("create", help="create a corpus before adding documents; public unless --private")
+    create.add_argument("name", help="lowercase letters, digits, _ and -")
+    create.add_argument("--private", action="store_true", help="only keys granted it (and admins) can see it")
+    create.add_argument("--title", default=None, help="what the page calls it (default: from its documents)")
     remove = corpora_sub.add_parser(
         "remove", help="remove a corpus: its passages, their sentence vectors and its cached answers"
     )

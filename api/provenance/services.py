@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import asyncpg
 import msgspec
 
+from provenance.access.store import AccessStore
 from provenance.feedback.desk import FeedbackDesk
 from provenance.feedback.responses import ResponseLog, served_settings
 from provenance.guards.base import Guards
@@ -34,6 +36,11 @@ class Services:
     pipeline: Pipeline
     # Readers' verdicts and the responses they rate; None with FEEDBACK_ENABLED=false.
     feedback: FeedbackDesk | None = None
+
+    @cached_property
+    def access(self) -> AccessStore:
+        """Keys' roles and grants, and which corpora are private: over the same pool."""
+        return AccessStore(self.pool, self.store.acquire_timeout_s)
 
     async def close(self) -> None:
         if self.feedback is not None:

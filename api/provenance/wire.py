@@ -445,6 +445,8 @@ class CorpusSummary(Wire):
     examples: list[CorpusExample]
     passage_count: int
     version: str
+    # Only keys granted it (and admins) see a private corpus at all.
+    private: bool = False
 
 
 class Corpora(Wire):
@@ -494,8 +496,10 @@ def valid_name(name: str) -> bool:
     return _NAME.match(name) is not None
 
 
-def default_of(names: Collection[str]) -> str:
-    """What /ask answers from without a `corpus`: "default" (what `make run` serves), else the first by name."""
-    if DEFAULT_CORPUS in names or not names:
+def default_of(names: Collection[str], private: Collection[str] = frozenset()) -> str:
+    """What /ask answers from without a `corpus`: "default" (what `make run` serves), else the first by name;
+    of the public corpora only, so that a client never learns of a private one by leaving the name out."""
+    public = [n for n in names if n not in private]
+    if DEFAULT_CORPUS in public or not public:
         return DEFAULT_CORPUS
-    return min(names)
+    return min(public)

@@ -10,6 +10,7 @@ import secrets
 from collections.abc import Mapping
 
 from provenance import metrics
+from provenance.access.store import AccessStore
 from provenance.errors import ServiceError, UnknownRequest
 from provenance.feedback.responses import ResponseLog
 from provenance.feedback.schema import FeedbackReceipt, FeedbackRequest, WrongVerdict
@@ -32,6 +33,7 @@ class FeedbackDesk:
         self.store = store
         self.guards = guards
         self.responses = responses
+        self.access = AccessStore(store.pool, store.acquire_timeout_s)
         self._key: bytes | None = settings.feedback.hmac_key.encode() if settings.feedback.hmac_key else None
 
     async def client_hash(self, client_key: str) -> str:
@@ -63,10 +65,16 @@ class FeedbackDesk:
         await self.responses.flush()
         kind = verdict.kind if isinstance(verdict, WrongVerdict) else None
         note = verdict.note or ""
-        rated = await self.store.rate(verdict.request_id, client, verdict.verdict, kind, note, self.settings.window_s)
+        window_s = self.settings.window_s
+        unknown = UnknownRequest(verdict.request_id, human_duration(window_s) if window_s < 3600 else _days(window_s))
+        # An answer from a corpus this client may not read is one it can't know of: the same 404 as no answer.
+        # (A response's corpus never changes, so the look and the rating need no transaction.)
+        corpus = await self.access.response_corpus(verdict.request_id)
+        if corpus is not None and (bot.client is None or not bot.client.reads(corpus)):
+            raise unknown
+        rated = await self.store.rate(verdict.request_id, client, verdict.verdict, kind, note, window_s)
         if rated is None:
-            window_s = self.settings.window_s
-            raise UnknownRequest(verdict.request_id, human_duration(window_s) if window_s < 3600 else _days(window_s))
+            raise unknown
         metrics.feedback_given(rated.status, verdict.verdict, kind)
         return FeedbackReceipt(
             request_id=verdict.request_id,

@@ -13,6 +13,7 @@ from typing import Protocol
 
 import msgspec
 
+from provenance.access.clients import OPERATOR, Client
 from provenance.ports import Profile, Usage
 from provenance.text import normalise_question
 from provenance.wire import AskResponse, BotCheckStage, CacheStage, RateLimitStage, SpendStage
@@ -22,6 +23,8 @@ class BotCheckResult(msgspec.Struct):
     stage: BotCheckStage
     client_key: str | None = None  # "key:<name>" when an API key authenticated the caller
     unauthorized: bool = False  # a bad API key is a 401-class failure, not a bot verdict
+    # Who asks and what they may read; None when the check failed. Checked before any corpus is looked up.
+    client: Client | None = None
 
 
 class Ticket(msgspec.Struct, frozen=True):
@@ -80,7 +83,8 @@ class Guards(Protocol):
 
 
 class NoGuards:
-    """Every guard off, and every stage saying so."""
+    """Every guard off, and every stage saying so. The caller reads every corpus, as the operator does:
+    this is for runs on the server itself, never for serving the public."""
 
     _why = "not applied: in-process run without guards"
 
@@ -90,7 +94,7 @@ class NoGuards:
     async def bot_check(
         self, turnstile_token: str | None, authorization: str | None, peer_ip: str | None
     ) -> BotCheckResult:
-        return BotCheckResult(BotCheckStage(detail=self._why))
+        return BotCheckResult(BotCheckStage(detail=self._why), client=OPERATOR)
 
     async def rate_limit(self, client_key: str, *, count: bool = True) -> RateLimitResult:
         return RateLimitResult(RateLimitStage(detail=self._why))

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 
 import httpx
 
+from provenance.access.identify import anonymous
+from provenance.access.store import AccessStore
 from provenance.guards.apikeys import bearer_token, check_key
 from provenance.guards.base import BotCheckResult, CacheResult, NoGuards, RateLimitResult, Reservation, cache_key
 from provenance.guards.cache import AnswerCache
@@ -23,6 +25,7 @@ class PostgresGuards:
     def __init__(self, settings: Settings, store: GuardStore) -> None:
         self.settings = settings
         self.store = store
+        self.access = AccessStore(store.pool, store.acquire_timeout_s)
         self.proxies = parse_networks(settings.guards.trusted_proxies)
         self.limiter = RateLimiter(
             store, settings.guards.rate_limit_per_hour, settings.guards.rate_limit_per_hour_api_key
@@ -57,15 +60,16 @@ class PostgresGuards:
         timer = Timer()
         key = bearer_token(authorization)
         if key is not None:
-            checked = await check_key(self.store, key)
+            checked = await check_key(self.access, key)
             if not checked.ok:
                 stage = BotCheckStage(status="blocked", ms=timer.ms, detail=checked.detail, method="api_key")
                 return BotCheckResult(stage, unauthorized=True)
             stage = BotCheckStage(status="ok", ms=timer.ms, detail=checked.detail, method="api_key")
-            return BotCheckResult(stage, client_key=f"key:{checked.name}")
+            return BotCheckResult(stage, client_key=f"key:{checked.name}", client=checked.client)
         secret = self.settings.guards.turnstile_secret_key
         if not secret:
-            return BotCheckResult(BotCheckStage(detail="TURNSTILE_SECRET_KEY is not set"))
+            stage = BotCheckStage(detail="TURNSTILE_SECRET_KEY is not set")
+            return BotCheckResult(stage, client=await anonymous(self.access))
         verdict = await verify_turnstile(
             self._client(),
             self.settings.guards.turnstile_verify_url,
@@ -77,7 +81,7 @@ class PostgresGuards:
         stage = BotCheckStage(
             status="ok" if verdict.ok else "blocked", ms=timer.ms, detail=verdict.detail, method="turnstile"
         )
-        return BotCheckResult(stage)
+        return BotCheckResult(stage, client=await anonymous(self.access) if verdict.ok else None)
 
     async def rate_limit(self, client_key: str, *, count: bool = True) -> RateLimitResult:
         stage, ticket = await self.limiter.check(client_key, count=count)

@@ -8,6 +8,7 @@ import re
 import uuid
 from typing import Annotated, Any
 
+import msgspec
 from litestar import Request, Response, get, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency
@@ -17,6 +18,8 @@ from litestar.params import FromPath, JSONBody, Parameter
 from litestar.response import ServerSentEvent
 
 from provenance import __version__, metrics
+from provenance.access.clients import Client
+from provenance.access.identify import identify
 from provenance.errors import BadRequest, ErrorEnvelope, NotFound, Overloaded, ServiceError, UnknownCorpus
 from provenance.http.streaming import stream_ask, wants_stream
 from provenance.judges import independent_of_generator
@@ -76,6 +79,8 @@ def provide_services(state: State) -> Services:
 @get(
     "/healthz",
     summary="Liveness and readiness: database, passage count, profile, version",
+    description="`passages` counts the public corpora's passages, and `corpusVersion` is the default corpus's:"
+    " nothing here tells of a private corpus.",
     responses={503: ResponseSpec(Health, description="the database is down", generate_examples=False)},
 )
 async def healthz(services: NamedDependency[Services]) -> Response[Health]:
@@ -83,8 +88,12 @@ async def healthz(services: NamedDependency[Services]) -> Response[Health]:
     # Twice the pool's own wait, so that a busy pool answers with its verdict (Overloaded) before this gives up.
     limit_s = 2 * services.settings.database.timeout_s
     try:
-        count = await asyncio.wait_for(services.store.ping(), timeout=limit_s)
-        corpus = await asyncio.wait_for(services.store.corpus_state(), timeout=limit_s)
+        await asyncio.wait_for(services.store.ping(), timeout=limit_s)
+        found = await asyncio.wait_for(services.store.corpora(), timeout=limit_s)
+        private = await asyncio.wait_for(services.access.private_corpora(), timeout=limit_s)
+        public = {c.name: c for c in found if c.name not in private}
+        count: int | None = sum(c.passage_count for c in public.values())
+        corpus = public.get(default_of(public))
         db_up = True
     except Overloaded:
         # Every pooled connection is in use: the database is answering, this server is busy.
@@ -123,25 +132,45 @@ def _examples(raw: list[dict[str, Any]]) -> list[CorpusExample]:
     return [CorpusExample(question=e["question"], covered=e.get("covered", True)) for e in raw]
 
 
+async def _client(services: Services, request: Request[Any, Any, Any]) -> Client:
+    return await identify(services.access, request.headers.get("authorization"))
+
+
+_UNAUTHORIZED = ResponseSpec(
+    ErrorEnvelope, description="`invalid_api_key`: unknown or revoked API key", generate_examples=False
+)
+
+
 @get(
     "/corpora",
     summary="The corpora /ask can answer from, each with its title, description and example questions",
-    responses={503: _DB_DOWN},
+    description="Only those the client may read: the public ones, and with an API key the private ones it is"
+    " granted (all of them for an admin).",
+    responses={401: _UNAUTHORIZED, 503: _DB_DOWN},
 )
-async def corpora(services: NamedDependency[Services]) -> Corpora:
+async def corpora(request: Request[Any, Any, State], services: NamedDependency[Services]) -> Corpora:
+    client = await _client(services, request)
     found = await services.store.corpora()
+    # Read after the corpora: a corpus is recorded (private or not) before it holds any passage, so every
+    # private one listed above is private here, whatever was created meanwhile.
+    recorded = await services.access.corpus_access()
+    private = client.private | {n for n, a in recorded.items() if a.visibility == "private"}
+    client = msgspec.structs.replace(client, private=private)
+    shown = [c for c in found if client.reads(c.name)]
+    default = default_of([c.name for c in found], private)
     return Corpora(
-        default=default_of([c.name for c in found]) if found else None,
+        default=default if any(c.name == default for c in shown) and default not in private else None,
         corpora=[
             CorpusSummary(
                 name=c.name,
-                title=c.title or c.name,
+                title=(recorded[c.name].title if c.name in recorded else "") or c.title or c.name,
                 description=c.description,
                 examples=_examples(c.examples),
                 passage_count=c.passage_count,
                 version=c.version,
+                private=c.name in private,
             )
-            for c in found
+            for c in shown
         ],
     )
 
@@ -149,14 +178,17 @@ async def corpora(services: NamedDependency[Services]) -> Corpora:
 @get(
     "/corpus",
     summary="One corpus in full (the default one without `name`): files, passage count, version, model",
-    responses={**_errors(404), 503: _DB_DOWN},
+    responses={**_errors(404), 401: _UNAUTHORIZED, 503: _DB_DOWN},
 )
-async def corpus(services: NamedDependency[Services], name: CorpusParameter = None) -> CorpusInfo:
-    wanted = name if name is not None else services.pipeline.corpora.default
+async def corpus(
+    request: Request[Any, Any, State], services: NamedDependency[Services], name: CorpusParameter = None
+) -> CorpusInfo:
+    client = await _client(services, request)
+    wanted = await services.pipeline.corpora.resolve(name, client)
     st = await services.store.corpus_state(wanted)
     if st is None:
         if name is not None:
-            raise UnknownCorpus(name, sorted(c.name for c in await services.store.corpora()))
+            raise UnknownCorpus(name, client.visible(c.name for c in await services.store.corpora()))
         return CorpusInfo(version=None, model=None, passage_count=0, files=[])
     return CorpusInfo(
         version=st.version,
@@ -174,12 +206,16 @@ async def corpus(services: NamedDependency[Services], name: CorpusParameter = No
 @get(
     "/passages/{passage_id:path}",
     summary="One passage, for the evidence view",
-    responses={**_errors(404), 503: _DB_DOWN},
+    responses={**_errors(404), 401: _UNAUTHORIZED, 503: _DB_DOWN},
 )
 async def passage(
-    services: NamedDependency[Services], passage_id: FromPath[str], corpus: CorpusParameter = None
+    request: Request[Any, Any, State],
+    services: NamedDependency[Services],
+    passage_id: FromPath[str],
+    corpus: CorpusParameter = None,
 ) -> PassageOut:
-    in_corpus = corpus if corpus is not None else services.pipeline.corpora.default
+    client = await _client(services, request)
+    in_corpus = await services.pipeline.corpora.resolve(corpus, client)
     # No NUL reaches the store: provenance.http.inputs refuses it before any handler runs. An id has no
     # length bound (a file's path and its headings' slugs make it), so a long one is simply not there.
     found = await services.store.passage(passage_id.lstrip("/"), in_corpus)

@@ -12,6 +12,7 @@ import msgspec
 import numpy as np
 
 from provenance import text as T
+from provenance.access.clients import Client, require_read
 from provenance.errors import UnknownCorpus
 from provenance.inference.embedder import Embedder
 from provenance.ports import Profile
@@ -136,13 +137,16 @@ class CorpusRegistry:
         """The default corpus's version."""
         return self.of(self.default).version
 
-    async def resolve(self, name: str | None) -> str:
-        """The corpus a question is for; an unknown name is the client's error (404), after one fresh look in
-        case it was ingested since the last."""
+    async def resolve(self, name: str | None, client: Client) -> str:
+        """The corpus a question is for. An unknown name, or one this client may not read, is the same
+        client's error (404, naming only what it can see), after one fresh look in case it was ingested
+        since the last. Without a name, the default: never a private corpus, whoever asks."""
         if name is None:
-            return self.default
+            default = default_of(self.known, client.private)
+            if default in client.private:
+                raise UnknownCorpus(default, client.visible(self.known))
+            return default
         if name not in self.known:
             await self.refresh()
-            if name not in self.known:
-                raise UnknownCorpus(name, sorted(self.known))
+        require_read(client, name, self.known)
         return name

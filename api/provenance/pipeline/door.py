@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 import msgspec
 
 from provenance.errors import JudgeError, ModelError
-from provenance.guards.base import Guards, NoGuards, RateLimitResult
+from provenance.guards.base import BotCheckResult, Guards, NoGuards, RateLimitResult
 from provenance.inference.embedder import Embedder, one_request
 from provenance.logs import get_logger
 from provenance.pipeline.admission import Admission
@@ -118,37 +118,41 @@ class Pipeline:
         each stage's record as it is set (a stage that runs twice, the rate limit or the spend cap, twice);
         the admission record means a pipeline slot is held."""
         started = time.perf_counter()
+        headers = headers or {}
         await self.corpora.notice_new()
-        corpus = await self.corpora.resolve(corpus)
-        run = Run(self.corpora, self.profile.name, question, request_id, started, corpus, on_candidate, on_stage)
-        admitted = await self._at_the_door(run, turnstile_token, peer_ip, headers or {}, use_cache)
-        outcome = admitted if isinstance(admitted, Outcome) else await self._charged(run, admitted, use_cache)
+        # 1. Bot check: Turnstile for browsers, an API key for other apps. It says who asks, and so which
+        # corpora exist for them, before any corpus is looked up: a client that may not read a corpus gets
+        # the 404 a name that exists nowhere gets. Turnstile is told the client's address (behind our
+        # proxies, not the proxy's), so resolve it once here.
+        client_ip = self.guards.client_ip(peer_ip, headers)
+        bot = await self.guards.bot_check(turnstile_token, headers.get("authorization"), client_ip)
+        if bot.client is None or bot.stage.status == "blocked":
+            # Refused at the door: the corpus is echoed as asked, and nothing of it (not its version) is told.
+            run = Run(self.corpora, self.profile.name, question, request_id, started, corpus or "", resolved=False)
+            outcome = self._refused_at_the_door(run, bot)
+        else:
+            resolved = await self.corpora.resolve(corpus, bot.client)
+            run = Run(self.corpora, self.profile.name, question, request_id, started, resolved, on_candidate, on_stage)
+            admitted = await self._at_the_door(run, bot, client_ip, use_cache)
+            outcome = admitted if isinstance(admitted, Outcome) else await self._charged(run, admitted, use_cache)
         # Counted here, where every answer passes (cached, blocked at the door, or the whole run; streamed or
         # not): by what happened, not by the HTTP status it leaves with.
         self._observer.outcome(outcome.response)
         return outcome
 
-    async def _at_the_door(
-        self,
-        run: Run,
-        turnstile_token: str | None,
-        peer_ip: str | None,
-        headers: Mapping[str, str],
-        use_cache: bool,
-    ) -> Outcome | _Entry:
-        """The checks a request meets before any work: the bot check, the cache and a look at the rate limit.
-        The answer when one of them settles the request, else what the rest of the run needs."""
-        # 1. Bot check: Turnstile for browsers, an API key for other apps. Turnstile is told the client's
-        # address (behind our proxies, not the proxy's), so resolve it once here.
-        client_ip = self.guards.client_ip(peer_ip, headers)
-        bot = await self.guards.bot_check(turnstile_token, headers.get("authorization"), client_ip)
+    @staticmethod
+    def _refused_at_the_door(run: Run, bot: BotCheckResult) -> Outcome:
         run.record(bot.stage)
-        if bot.stage.status == "blocked":
-            if bot.unauthorized:
-                # A bad bearer key is a failed authentication, not a forbidden request (RFC 6750 §3).
-                challenge = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
-                return run.finish("blocked", "invalid_api_key", http_status=401, headers=challenge)
-            return run.finish("blocked", "bot_check_failed")
+        if bot.unauthorized:
+            # A bad bearer key is a failed authentication, not a forbidden request (RFC 6750 §3).
+            challenge = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+            return run.finish("blocked", "invalid_api_key", http_status=401, headers=challenge)
+        return run.finish("blocked", "bot_check_failed")
+
+    async def _at_the_door(self, run: Run, bot: BotCheckResult, client_ip: str, use_cache: bool) -> Outcome | _Entry:
+        """The checks a request that passed the bot check meets before any work: the cache and a look at the
+        rate limit. The answer when one of them settles the request, else what the rest of the run needs."""
+        run.record(bot.stage)
 
         # 2. Cache, before the rate limit: a cached answer is one indexed read and no model call, so it is
         # not counted against the hourly limit, and a client that has used its quota up still gets it.

@@ -73,8 +73,13 @@ class Run:
         corpus: str,
         on_candidate: Callable[[str], None] | None = None,
         on_stage: OnStage | None = None,
+        *,
+        resolved: bool = True,
     ) -> None:
+        """`resolved` is False for a request refused before its corpus was looked up (the bot check): the
+        corpus is as the client asked ("" for none), and its version is not told."""
         self._corpora = corpora
+        self.resolved = resolved
         self.profile = profile
         self.question = question
         self.request_id = request_id
@@ -143,8 +148,8 @@ class Run:
             stages=stages,
             headline=headline_for(reason, stages),
             message=explain(reason, stages, detail),
-            corpus_version=self._corpora.of(self.corpus).version,
-            corpus=self.corpus,
+            corpus_version=self._corpora.of(self.corpus).version if self.resolved else None,
+            corpus=self.corpus or None,
         )
         return Outcome(response, http_status, headers or {})
 
