@@ -1,0 +1,1 @@
+"""Ingest as background jobs: the queue in Postgres (`queue`)."""

@@ -1,0 +1,144 @@
+"""The ingest queue: jobs in Postgres, taken with `SELECT ... FOR UPDATE SKIP LOCKED` on the service's own
+asyncpg pool.
+
+Why not procrastinate: it would bring psycopg 3 and a second connection pool beside asyncpg, a schema of
+its own to migrate apart from db/migrations, and its own worker loop, for what is here one table and three
+statements; and the one rule this queue needs beyond taking a job once (one job at a time per corpus) would
+still be ours, as a lock or a queueing convention. Not measured against it: see the commit that added this.
+
+A job is `queued`, then `running` (one worker holds it and touches `heartbeat_at`), then `done` (it ran to its
+end, even when some of its documents failed) or `failed` (it could not run). A running job whose heartbeat
+is older than the lease is taken again: its worker was killed, and the new one resumes from the staging area.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any, Literal
+
+import asyncpg
+import msgspec
+
+from provenance.store.pool import Pooled
+
+JobKind = Literal["add", "remove", "sync"]
+JobState = Literal["queued", "running", "done", "failed"]
+# How long a running job's worker may go without touching it before another worker takes the job over.
+LEASE_S = 60.0
+
+_COLUMNS = (
+    "id, corpus, kind, state, key_name, payload::text AS payload, progress::text AS progress,"
+    " documents::text AS documents, error, worker, attempts, created_at, started_at, heartbeat_at, finished_at"
+)
+
+
+class Job(msgspec.Struct, frozen=True):
+    id: str
+    corpus: str
+    kind: JobKind
+    state: JobState
+    key_name: str | None
+    payload: dict[str, Any]
+    progress: dict[str, Any]
+    documents: list[dict[str, Any]]
+    error: str | None
+    worker: str | None
+    attempts: int
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    heartbeat_at: dt.datetime | None
+    finished_at: dt.datetime | None
+
+
+def _job(row: Any) -> Job:
+    return Job(
+        **{
+            **dict(row),
+            "payload": msgspec.json.decode(row["payload"]),
+            "progress": msgspec.json.decode(row["progress"]),
+            "documents": msgspec.json.decode(row["documents"]),
+        }
+    )
+
+
+class JobStore(Pooled):
+    async def enqueue(self, corpus: str, kind: JobKind, payload: dict[str, Any], key_name: str | None = None) -> Job:
+        async with self._conn() as conn:
+            row = await conn.fetchrow(
+                f"INSERT INTO ingest_jobs (id, corpus, kind, payload, key_name) VALUES ($1, $2, $3, $4::jsonb, $5)"
+                f" RETURNING {_COLUMNS}",
+                uuid.uuid4().hex,
+                corpus,
+                kind,
+                msgspec.json.encode(payload).decode(),
+                key_name,
+            )
+        return _job(row)
+
+    async def claim(self, worker: str, lease_s: float = LEASE_S) -> Job | None:
+        """The oldest job this worker may start now, marked running; None when there is none. A queued job
+        waits while another of its corpus runs; a running one whose heartbeat is older than `lease_s` is taken
+        over. Workers skip the rows others are taking (SKIP LOCKED), so they never wait on each other."""
+        try:
+            async with self._conn() as conn:
+                row = await conn.fetchrow(
+                    f"""
+                    UPDATE ingest_jobs SET state = 'running', worker = $1, attempts = attempts + 1,
+                        started_at = coalesce(started_at, now()), heartbeat_at = now()
+                    WHERE id = (
+                        SELECT j.id FROM ingest_jobs j
+                        WHERE (j.state = 'queued' AND NOT EXISTS (
+                                SELECT 1 FROM ingest_jobs r WHERE r.corpus = j.corpus AND r.state = 'running'))
+                            OR (j.state = 'running' AND j.heartbeat_at < now() - make_interval(secs => $2))
+                        ORDER BY j.created_at, j.id
+                        LIMIT 1
+                        FOR UPDATE SKIP LOCKED
+                    )
+                    RETURNING {_COLUMNS}
+                    """,
+                    worker,
+                    lease_s,
+                )
+        except asyncpg.UniqueViolationError:
+            # Another worker started a job of the same corpus between our look and our update.
+            return None
+        return None if row is None else _job(row)
+
+    async def heartbeat(self, job_id: str, worker: str, progress: dict[str, Any]) -> bool:
+        """Touch a running job and record its progress; False when the job is no longer this worker's (it was
+        taken over after this worker went quiet for longer than the lease): the worker must stop."""
+        async with self._conn() as conn:
+            held = await conn.fetchval(
+                "UPDATE ingest_jobs SET heartbeat_at = now(), progress = $3::jsonb"
+                " WHERE id = $1 AND worker = $2 AND state = 'running' RETURNING true",
+                job_id,
+                worker,
+                msgspec.json.encode(progress).decode(),
+            )
+        return bool(held)
+
+    async def finish(
+        self,
+        job_id: str,
+        worker: str,
+        state: Literal["done", "failed"],
+        documents: list[dict[str, Any]],
+        error: str | None = None,
+    ) -> bool:
+        async with self._conn() as conn:
+            finished = await conn.fetchval(
+                "UPDATE ingest_jobs SET state = $3, documents = $4::jsonb, error = $5, finished_at = now()"
+                " WHERE id = $1 AND worker = $2 AND state = 'running' RETURNING true",
+                job_id,
+                worker,
+                state,
+                msgspec.json.encode(documents).decode(),
+                error,
+            )
+        return bool(finished)
+
+    async def get(self, job_id: str) -> Job | None:
+        async with self._conn() as conn:
+            row = await conn.fetchrow(f"SELECT {_COLUMNS} FROM ingest_jobs WHERE id = $1", job_id)
+        return None if row is None else _job(row)
