@@ -4,6 +4,7 @@ services and hands them to every route."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,6 +18,7 @@ from litestar.static_files import create_static_files_router
 
 from provenance import __version__
 from provenance.http.corpus_admin import CORPUS_ADMIN_ROUTES, declare_corpus_admin_constraints
+from provenance.http.documents import DOCUMENT_ROUTES
 from provenance.http.exceptions import EXCEPTION_HANDLERS
 from provenance.http.feedback import declare_feedback_constraints
 from provenance.http.feedback import feedback as feedback_endpoint
@@ -25,9 +27,10 @@ from provenance.http.metrics_route import count_response, metrics_endpoint
 from provenance.http.middleware import request_middleware, security_headers
 from provenance.http.routes import ROUTES, declare_request_constraints, provide_services
 from provenance.http.streaming import declare_streaming
+from provenance.jobs.worker import Worker
 from provenance.logs import configure_logging
 from provenance.metrics import worker_stopped
-from provenance.services import Services, build_services
+from provenance.services import Services, build_services, load_embedder
 from provenance.settings import REPO_ROOT, Settings, load_settings
 
 WEB_DIR = REPO_ROOT / "web"
@@ -43,15 +46,24 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         owned = services is None
         svc = services or await build_services(settings)
         app.state.services = svc
+        # Ingest workers beside the API (INGEST_WORKERS): each loads an embedder of its own only while a job
+        # runs, as `provenance ingest` does.
+        workers = [
+            asyncio.create_task(Worker(settings, svc.pool, lambda: load_embedder(settings, for_ingest=True)).run())
+            for _ in range(settings.ingest.workers)
+        ]
         try:
             yield
         finally:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
             if owned:
                 await svc.close()
             if settings.metrics.enabled:
                 worker_stopped()
 
-    route_handlers: list[Any] = [*CORPUS_ADMIN_ROUTES, *ROUTES]
+    route_handlers: list[Any] = [*CORPUS_ADMIN_ROUTES, *ROUTES, *DOCUMENT_ROUTES]
     before_send: list[Any] = [security_headers]
     if settings.metrics.enabled:
         # Off, /metrics is not there at all (an unknown path's 404) and nothing is counted per request.

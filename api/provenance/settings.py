@@ -85,6 +85,11 @@ class EmbeddingSettings(msgspec.Struct, frozen=True, kw_only=True):
 class IngestSettings(msgspec.Struct, frozen=True, kw_only=True):
     corpus_dir: Path = REPO_ROOT / "corpus"
     chunk_max_tokens: int = 256
+    # Ingest workers inside `provenance serve`; 0 leaves the queue to `provenance worker`.
+    workers: int = 1
+    upload_max_file_bytes: int = 25_000_000
+    upload_max_files: int = 20
+    upload_max_request_bytes: int = 100_000_000
 
 
 class RetrievalSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -345,6 +350,10 @@ VARIABLES: dict[str, tuple[str | None, str]] = {
     "RETRIEVAL_K": ("retrieval", "k"),
     "RETRIEVAL_MODE": ("retrieval", "mode"),
     "HNSW_MIN_PASSAGES": ("retrieval", "hnsw_min_passages"),
+    "INGEST_WORKERS": ("ingest", "workers"),
+    "UPLOAD_MAX_FILE_BYTES": ("ingest", "upload_max_file_bytes"),
+    "UPLOAD_MAX_FILES": ("ingest", "upload_max_files"),
+    "UPLOAD_MAX_REQUEST_BYTES": ("ingest", "upload_max_request_bytes"),
     "GATE_THRESHOLD": ("gate", "threshold"),
     "GATE_MIN_CLAIM": ("gate", "min_claim"),
     "GATE_RELEVANCE": ("gate", "relevance"),

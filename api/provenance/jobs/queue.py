@@ -76,6 +76,31 @@ class JobStore(Pooled):
             )
         return _job(row)
 
+    async def enqueue_upload(self, corpus: str, files: list[tuple[str, bytes]], key_name: str | None) -> Job:
+        """An upload's job and its files, in one transaction: no worker sees the job before its files."""
+        payload = {"files": [name for name, _ in files]}
+        async with self._conn(transaction=True) as conn:
+            row = await conn.fetchrow(
+                f"INSERT INTO ingest_jobs (id, corpus, kind, payload, key_name) VALUES ($1, $2, 'add', $3::jsonb, $4)"
+                f" RETURNING {_COLUMNS}",
+                uuid.uuid4().hex,
+                corpus,
+                msgspec.json.encode(payload).decode(),
+                key_name,
+            )
+            await conn.executemany(
+                "INSERT INTO job_uploads (job_id, position, file_name, original) VALUES ($1, $2, $3, $4)",
+                [(row["id"], n, name, data) for n, (name, data) in enumerate(files)],
+            )
+        return _job(row)
+
+    async def uploads(self, job_id: str) -> list[tuple[str, bytes]]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT file_name, original FROM job_uploads WHERE job_id = $1 ORDER BY position", job_id
+            )
+        return [(r["file_name"], bytes(r["original"])) for r in rows]
+
     async def claim(self, worker: str, lease_s: float = LEASE_S) -> Job | None:
         """The oldest job this worker may start now, marked running; None when there is none. A queued job
         waits while another of its corpus runs; a running one whose heartbeat is older than `lease_s` is taken
@@ -126,7 +151,9 @@ class JobStore(Pooled):
         documents: list[dict[str, Any]],
         error: str | None = None,
     ) -> bool:
-        async with self._conn() as conn:
+        async with self._conn(transaction=True) as conn:
+            # The files are decided: kept as documents, or refused with their reasons in `documents`.
+            await conn.execute("DELETE FROM job_uploads WHERE job_id = $1", job_id)
             finished = await conn.fetchval(
                 "UPDATE ingest_jobs SET state = $3, documents = $4::jsonb, error = $5, finished_at = now()"
                 " WHERE id = $1 AND worker = $2 AND state = 'running' RETURNING true",

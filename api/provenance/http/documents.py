@@ -1,0 +1,187 @@
+"""Documents through the API (Bearer keys only): GET and POST /corpora/{name}/documents, and GET /jobs/{id}.
+An upload is refused at once only for the request's own limits (413); everything about a file's content is
+that file's outcome in its job (provenance.jobs.worker)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, Response, get, post, route
+from litestar.datastructures import State, UploadFile
+from litestar.di import NamedDependency
+from litestar.openapi import ResponseSpec
+from litestar.params import FromPath
+
+from provenance.access.clients import Client, require_read, require_write
+from provenance.errors import ErrorEnvelope, ServiceError
+from provenance.http.corpus_admin import key_holder
+from provenance.jobs.documents import DocumentStore
+from provenance.jobs.queue import Job, JobStore
+from provenance.jobs.worker import kept_name
+from provenance.services import Services
+from provenance.wire import Wire
+
+
+class DocumentOut(Wire):
+    id: str
+    file_name: str
+    format: str
+    bytes: int
+    sha256: str
+    added_at: str
+    status: str = "added"
+
+
+class Documents(Wire):
+    documents: list[DocumentOut]
+
+
+class JobAccepted(Wire):
+    job_id: str
+
+
+class JobOut(Wire):
+    id: str
+    corpus: str
+    kind: str
+    state: str
+    progress: dict[str, Any]
+    documents: list[dict[str, Any]]
+    created_at: str
+    error: str | None = None
+    finished_at: str | None = None
+
+
+def _spec(description: str) -> ResponseSpec:
+    return ResponseSpec(ErrorEnvelope, description=description, generate_examples=False)
+
+
+async def _existing(services: Services) -> set[str]:
+    recorded = await services.access.corpus_access()
+    return {c.name for c in await services.store.corpora()} | set(recorded)
+
+
+@get(
+    "/corpora/{name:str}/documents",
+    summary="The documents uploaded to a corpus",
+    responses={
+        401: _spec("`api_key_required` or `invalid_api_key`"),
+        404: _spec("`unknown_corpus`: no such corpus, or none this key may read"),
+    },
+)
+async def list_documents(
+    request: Request[Any, Any, State], name: FromPath[str], services: NamedDependency[Services]
+) -> Documents:
+    client = await key_holder(services, request)
+    require_read(client, name, await _existing(services))
+    docs = await DocumentStore(services.pool).documents(name)
+    return Documents(
+        documents=[
+            DocumentOut(
+                id=d.id,
+                file_name=d.file_name,
+                format=d.format,
+                bytes=d.bytes,
+                sha256=d.sha256,
+                added_at=d.added_at.isoformat() if d.added_at else "",
+            )
+            for d in docs
+        ]
+    )
+
+
+@post(
+    "/corpora/{name:str}/documents",
+    summary="Upload documents (multipart, the repeatable field `files`): 202 with the job that ingests them",
+    status_code=202,
+    request_max_body_size=None,
+    responses={
+        400: _spec("`bad_request`: no files in the field `files`"),
+        401: _spec("`api_key_required` or `invalid_api_key`"),
+        403: _spec("`forbidden`: the key may read the corpus but not add to it"),
+        404: _spec("`unknown_corpus`: no such corpus, or none this key may read"),
+        409: _spec("`folder_corpus`: the corpus holds a folder's documents (`provenance ingest`)"),
+        413: _spec("more files than UPLOAD_MAX_FILES, or a request over UPLOAD_MAX_REQUEST_BYTES"),
+    },
+)
+async def upload_documents(
+    request: Request[Any, Any, State], name: FromPath[str], services: NamedDependency[Services]
+) -> JobAccepted:
+    client = await key_holder(services, request)
+    require_write(client, name, await _existing(services))
+    limits = services.settings.ingest
+    declared = int(request.headers.get("content-length") or 0)
+    if declared > limits.upload_max_request_bytes:
+        raise _too_large(f"the request is {declared:,} bytes; the limit is {limits.upload_max_request_bytes:,}")
+    state = await services.store.corpus_state(name)
+    documents = DocumentStore(services.pool)
+    if state is not None and not await documents.documents(name):
+        raise ServiceError(
+            409,
+            "folder_corpus",
+            f"corpus {name!r} holds the documents of a folder (`provenance ingest`); upload to a corpus made with "
+            "POST /corpora",
+        )
+    form = await request.form()
+    uploads = [f for f in form.getall("files") if isinstance(f, UploadFile)] if "files" in form else []
+    if not uploads:
+        raise ServiceError(400, "bad_request", "send the documents as multipart/form-data in the field `files`")
+    if len(uploads) > limits.upload_max_files:
+        raise _too_large(f"{len(uploads)} files; the limit is {limits.upload_max_files} (UPLOAD_MAX_FILES)")
+    files: list[tuple[str, bytes]] = []
+    total = 0
+    for upload in uploads:
+        data = await upload.read()
+        total += len(data)
+        if total > limits.upload_max_request_bytes:
+            raise _too_large(f"the files pass {limits.upload_max_request_bytes:,} bytes (UPLOAD_MAX_REQUEST_BYTES)")
+        # A file name is metadata, never a path here (provenance.jobs.worker.safe_name).
+        files.append((kept_name(upload.filename or ""), data))
+    job = await JobStore(services.pool).enqueue_upload(name, files, client.key)
+    return JobAccepted(job_id=job.id)
+
+
+def _too_large(message: str) -> ServiceError:
+    return ServiceError(413, "request_too_large", message)
+
+
+@get(
+    "/jobs/{job_id:str}",
+    summary="An ingest job: its state, progress and each document's outcome",
+    responses={
+        401: _spec("`api_key_required` or `invalid_api_key`"),
+        404: _spec("`unknown_job`: no such job, or one of a corpus this key may not read"),
+    },
+)
+async def job_status(
+    request: Request[Any, Any, State], job_id: FromPath[str], services: NamedDependency[Services]
+) -> JobOut:
+    client = await key_holder(services, request)
+    job = None if "\x00" in job_id else await JobStore(services.pool).get(job_id)
+    if job is None or not _may_see(client, job):
+        raise ServiceError(404, "unknown_job", f"there is no ingest job {job_id!r}")
+    return JobOut(
+        id=job.id,
+        corpus=job.corpus,
+        kind=job.kind,
+        state=job.state,
+        progress=job.progress,
+        documents=job.documents,
+        error=job.error,
+        created_at=job.created_at.isoformat(),
+        finished_at=job.finished_at.isoformat() if job.finished_at else None,
+    )
+
+
+def _may_see(client: Client, job: Job) -> bool:
+    return client.reads(job.corpus)
+
+
+@route("/corpora/{name:str}/documents", http_method="OPTIONS", include_in_schema=False)
+async def documents_options(name: FromPath[str]) -> Response[None]:
+    """The path's methods, said by itself for the reason `corpus_admin.corpora_options` gives."""
+    return Response(None, status_code=204, headers={"Allow": "GET, OPTIONS, POST"})
+
+
+# documents_options before the two handlers of its path (see corpus_admin.corpora_options).
+DOCUMENT_ROUTES = [documents_options, list_documents, upload_documents, job_status]

@@ -1,0 +1,139 @@
+"""Documents through the API against a real Postgres and the real app with its in-process ingest worker: an
+upload's good files go in and are answerable, a bad one is named with its reason, the same bytes twice are
+`unchanged`, the request's own limits are 413, and who may upload is the access rules'."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from provenance.access.store import AccessStore
+from provenance.guards.apikeys import create_key
+from provenance.store.pool import create_pool, migrate
+from tests.conftest import LiveServer, make_settings
+from tests.reliability.support import drop_schema
+
+POLICY = b"# Travel policy\n\n## Per diem\n\nThe per diem for meals is $64 a day in every city.\n"
+LEAVE = b"# Leave\n\n## Parental leave\n\nParents get twelve weeks of paid parental leave.\n"
+
+
+@pytest.fixture(scope="module")
+def uploads(pg_dsn: str, data_dir: Path) -> Iterator[tuple[LiveServer, dict[str, dict[str, str]]]]:
+    settings = make_settings(pg_dsn, data_dir, rate_limit_per_hour=0, cache_ttl_s=0, upload_max_files=3)
+
+    async def keys() -> dict[str, str | None]:
+        pool = await create_pool(pg_dsn, settings)
+        try:
+            await migrate(pool)
+            access = AccessStore(pool)
+            return {
+                "admin": await create_key(access, "root", "admin"),
+                "editor": await create_key(access, "docs-team", "editor", ["handbook"]),
+                "reader": await create_key(access, "handbook-reader", "reader", ["handbook"]),
+                "stranger": await create_key(access, "stranger", "editor", ["other"]),
+            }
+        finally:
+            await pool.close()
+
+    made = asyncio.run(keys())
+    headers = {who: {"Authorization": f"Bearer {key}"} for who, key in made.items()}
+    try:
+        with LiveServer(settings) as server:
+            yield server, headers
+    finally:
+        asyncio.run(drop_schema(pg_dsn, settings.database.schema))
+
+
+def wait_for(server: LiveServer, job_id: str, headers: dict[str, str]) -> dict:  # type: ignore[type-arg]
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        job = httpx.get(f"{server.url}/jobs/{job_id}", headers=headers).json()
+        if job["state"] in ("done", "failed"):
+            return job  # type: ignore[no-any-return]
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} did not finish")
+
+
+def test_an_upload_goes_in_document_by_document_and_is_answerable(
+    uploads: tuple[LiveServer, dict[str, dict[str, str]]],
+) -> None:
+    server, h = uploads
+    url = server.url
+    made = httpx.post(f"{url}/corpora", json={"name": "handbook", "visibility": "private"}, headers=h["admin"])
+    assert made.status_code == 201
+    odd_name = "../../etc/pass\x01wd " + "x" * 280 + ".md"
+    files = [
+        ("files", ("policy.md", POLICY, "text/markdown")),
+        ("files", ("scan.pdf", b"PK\x03\x04 a zip, not a PDF", "application/pdf")),
+        ("files", (odd_name, LEAVE, "text/markdown")),
+    ]
+    accepted = httpx.post(f"{url}/corpora/handbook/documents", files=files, headers=h["editor"], timeout=60)
+    assert accepted.status_code == 202, accepted.text
+    job = wait_for(server, accepted.json()["jobId"], h["editor"])
+    assert job["state"] == "done", job
+    outcomes = {d["fileName"]: d for d in job["documents"]}
+    assert outcomes["policy.md"]["status"] == "added"
+    assert outcomes["scan.pdf"]["status"] == "failed" and "not a PDF" in outcomes["scan.pdf"]["reason"]
+    assert [d["status"] for d in job["documents"]] == ["added", "failed", "added"], outcomes.keys()
+
+    listed = httpx.get(f"{url}/corpora/handbook/documents", headers=h["reader"]).json()["documents"]
+    names = sorted(d["fileName"] for d in listed)
+    assert names[1] == "policy.md" and names[0].startswith("../../etc/pass") and names[0].endswith("….md")
+    assert len(names[0]) == 300
+    assert all(len(d["sha256"]) == 64 and d["bytes"] > 0 for d in listed)
+    # The odd name is metadata: its passages live under the document's id, in one path component.
+    files_held = [
+        f["source"]
+        for f in httpx.get(f"{url}/corpus", params={"name": "handbook"}, headers=h["reader"]).json()["files"]
+    ]
+    assert len(files_held) == 2 and all(s.count("/") == 1 and ".." not in s for s in files_held)
+
+    asked = httpx.post(
+        f"{url}/ask",
+        json={"question": "What is the per diem for meals?", "corpus": "handbook"},
+        headers=h["reader"],
+        timeout=120,
+    )
+    assert asked.status_code == 200 and asked.json()["corpus"] == "handbook"
+    assert (
+        any(c["passageId"].endswith("policy.md#per-diem") for c in asked.json()["citations"])
+        or asked.json()["status"] == "refused"
+    )
+
+    again = httpx.post(
+        f"{url}/corpora/handbook/documents",
+        files=[("files", ("copy.md", POLICY, "text/markdown"))],
+        headers=h["editor"],
+    )
+    repeat = wait_for(server, again.json()["jobId"], h["editor"])
+    assert [d["status"] for d in repeat["documents"]] == ["unchanged"]
+
+
+def test_who_may_upload_and_what_the_request_may_hold(uploads: tuple[LiveServer, dict[str, dict[str, str]]]) -> None:
+    server, h = uploads
+    url = server.url
+    httpx.post(f"{url}/corpora", json={"name": "handbook", "visibility": "private"}, headers=h["admin"])
+    one = [("files", ("a.md", POLICY, "text/markdown"))]
+    assert httpx.post(f"{url}/corpora/handbook/documents", files=one).status_code == 401
+    assert httpx.post(f"{url}/corpora/handbook/documents", files=one, headers=h["reader"]).status_code == 403
+    hidden = httpx.post(f"{url}/corpora/handbook/documents", files=one, headers=h["stranger"])
+    assert hidden.status_code == 404 and hidden.json()["error"]["code"] == "unknown_corpus"
+    assert httpx.get(f"{url}/corpora/handbook/documents", headers=h["stranger"]).status_code == 404
+    four = [("files", (f"{n}.md", POLICY, "text/markdown")) for n in range(4)]
+    too_many = httpx.post(f"{url}/corpora/handbook/documents", files=four, headers=h["editor"])
+    assert too_many.status_code == 413 and "UPLOAD_MAX_FILES" in too_many.json()["error"]["message"]
+    empty = httpx.post(f"{url}/corpora/handbook/documents", data={"other": "x"}, headers=h["editor"])
+    assert empty.status_code == 400
+    accepted = httpx.post(
+        f"{url}/corpora/handbook/documents", files=[("files", ("e.md", b"", "text/plain"))], headers=h["editor"]
+    )
+    assert accepted.status_code == 202
+    job_id = accepted.json()["jobId"]
+    assert httpx.get(f"{url}/jobs/{job_id}", headers=h["stranger"]).status_code == 404
+    job = wait_for(server, job_id, h["editor"])
+    assert job["documents"] == [{"fileName": "e.md", "status": "failed", "reason": "the file is empty"}]
