@@ -7,12 +7,12 @@ from typing import Annotated
 import msgspec
 
 from provenance.access.clients import Visibility
-from provenance.wire import CORPUS_NAME_PATTERN, Wire
+from provenance.wire import CORPUS_NAME_PATTERN, TEXT_PATTERN, Wire
 
 TITLE_MAX_CHARS = 200
 
 CorpusName = Annotated[str, msgspec.Meta(pattern=CORPUS_NAME_PATTERN, max_length=40)]
-Title = Annotated[str, msgspec.Meta(max_length=TITLE_MAX_CHARS, pattern=r"^[^\x00]*$")]
+Title = Annotated[str, msgspec.Meta(max_length=TITLE_MAX_CHARS, pattern=TEXT_PATTERN)]
 
 
 class NewCorpus(Wire, forbid_unknown_fields=True):

@@ -3,14 +3,14 @@ page's bot check never reaches here."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Request, Response, delete, post, route
 from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.openapi import ResponseSpec
 from litestar.openapi.spec import OpenAPI
-from litestar.params import FromPath, JSONBody
+from litestar.params import JSONBody, Parameter
 
 from provenance.access.clients import Client, require_admin, require_read
 from provenance.access.identify import CHALLENGE, identify
@@ -18,7 +18,13 @@ from provenance.access.wire import CreatedCorpus, NewCorpus, RemovedCorpusOut
 from provenance.errors import ErrorEnvelope, ServiceError
 from provenance.guards.apikeys import bearer_token
 from provenance.services import Services
-from provenance.wire import DEFAULT_CORPUS
+from provenance.wire import CORPUS_NAME_MAX_CHARS, CORPUS_NAME_PATTERN, DEFAULT_CORPUS
+
+# A corpus named in the path (/corpora/{name}/...): bounded like the query's, so a name no corpus can have is a
+# 400 before any key is checked.
+CorpusPath = Annotated[
+    str, Parameter(pattern=CORPUS_NAME_PATTERN, max_length=CORPUS_NAME_MAX_CHARS, description="a corpus's name")
+]
 
 
 def _spec(description: str) -> ResponseSpec:
@@ -78,7 +84,7 @@ async def create_corpus(
     },
 )
 async def remove_corpus(
-    request: Request[Any, Any, State], name: FromPath[str], services: NamedDependency[Services]
+    request: Request[Any, Any, State], name: CorpusPath, services: NamedDependency[Services]
 ) -> RemovedCorpusOut:
     client = await key_holder(services, request)
     recorded = await services.access.corpus_access()

@@ -4,17 +4,17 @@ that file's outcome in its job (provenance.jobs.worker)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Request, Response, get, post, route
 from litestar.datastructures import State, UploadFile
 from litestar.di import NamedDependency
 from litestar.openapi import ResponseSpec
-from litestar.params import FromPath
+from litestar.params import Parameter
 
 from provenance.access.clients import Client, require_read, require_write
 from provenance.errors import ErrorEnvelope, ServiceError
-from provenance.http.corpus_admin import key_holder
+from provenance.http.corpus_admin import CorpusPath, key_holder
 from provenance.jobs.documents import DocumentStore
 from provenance.jobs.queue import Job, JobStore
 from provenance.jobs.worker import kept_name
@@ -52,6 +52,10 @@ class JobOut(Wire):
     finished_at: str | None = None
 
 
+# A job's id as JobStore makes it (uuid4's hex): anything else is a 400 before any key is checked.
+JobIdPath = Annotated[str, Parameter(pattern=r"^[0-9a-f]{32}$", max_length=32, description="a job's id")]
+
+
 def _spec(description: str) -> ResponseSpec:
     return ResponseSpec(ErrorEnvelope, description=description, generate_examples=False)
 
@@ -70,7 +74,7 @@ async def _existing(services: Services) -> set[str]:
     },
 )
 async def list_documents(
-    request: Request[Any, Any, State], name: FromPath[str], services: NamedDependency[Services]
+    request: Request[Any, Any, State], name: CorpusPath, services: NamedDependency[Services]
 ) -> Documents:
     client = await key_holder(services, request)
     require_read(client, name, await _existing(services))
@@ -105,7 +109,7 @@ async def list_documents(
     },
 )
 async def upload_documents(
-    request: Request[Any, Any, State], name: FromPath[str], services: NamedDependency[Services]
+    request: Request[Any, Any, State], name: CorpusPath, services: NamedDependency[Services]
 ) -> JobAccepted:
     client = await key_holder(services, request)
     require_write(client, name, await _existing(services))
@@ -154,10 +158,10 @@ def _too_large(message: str) -> ServiceError:
     },
 )
 async def job_status(
-    request: Request[Any, Any, State], job_id: FromPath[str], services: NamedDependency[Services]
+    request: Request[Any, Any, State], job_id: JobIdPath, services: NamedDependency[Services]
 ) -> JobOut:
     client = await key_holder(services, request)
-    job = None if "\x00" in job_id else await JobStore(services.pool).get(job_id)
+    job = await JobStore(services.pool).get(job_id)
     if job is None or not _may_see(client, job):
         raise ServiceError(404, "unknown_job", f"there is no ingest job {job_id!r}")
     return JobOut(
@@ -178,7 +182,7 @@ def _may_see(client: Client, job: Job) -> bool:
 
 
 @route("/corpora/{name:str}/documents", http_method="OPTIONS", include_in_schema=False)
-async def documents_options(name: FromPath[str]) -> Response[None]:
+async def documents_options(name: CorpusPath) -> Response[None]:
     """The path's methods, said by itself for the reason `corpus_admin.corpora_options` gives."""
     return Response(None, status_code=204, headers={"Allow": "GET, OPTIONS, POST"})
 
