@@ -49,6 +49,11 @@ class ScriptedServer:
         # Statuses the next requests get first, one each (with a tiny retry-after, so SDK retries are quick).
         self.failures: list[int] = []
         self.plan = StreamPlan()
+        # Streams as llama.cpp's server does: chunked, its headers promising keep-alive, and the connection closed
+        # after the reply all the same; the close comes late (as on a busy CPU), when the next request on the
+        # connection has been sent, which is dropped unanswered.
+        self.late_close = False
+        self.connections = 0
         # The completion `completion` set, for a request that asks for it streamed.
         self._reply: dict[str, Any] | None = None
         self.requests: list[dict[str, Any]] = []
@@ -99,8 +104,15 @@ class ScriptedServer:
         plan = self.plan
         # A body of a promised length that ends short is what a server that died mid-answer looks like.
         length = b"content-length: 1000000\r\n" if plan.break_after is not None else b""
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n%sconnection: close\r\n\r\n" % length)
+        framing = (
+            b"transfer-encoding: chunked\r\nkeep-alive: timeout=5, max=100" if self.late_close else b"connection: close"
+        )
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n%s%s\r\n\r\n" % (length, framing))
         await writer.drain()
+
+        def send(data: bytes) -> None:
+            writer.write(b"%x\r\n%s\r\n" % (len(data), data) if self.late_close else data)
+
         chunks = self._chunks()
         await asyncio.sleep(plan.first_token_s)
         sent = 0
@@ -109,19 +121,21 @@ class ScriptedServer:
                 # Whitespace in the JSON, a chunk at a time, for ever, before the finish that never comes.
                 while True:
                     filler = {**chunk, "choices": [{"index": 0, "delta": {"content": " "}, "finish_reason": None}]}
-                    writer.write(b"data: %s\n\n" % json.dumps(filler).encode())
+                    send(b"data: %s\n\n" % json.dumps(filler).encode())
                     await writer.drain()
                     await asyncio.sleep(plan.gap_s)
             if plan.stall_after is not None and sent >= plan.stall_after:
                 await asyncio.sleep(3600)
             if plan.break_after is not None and sent >= plan.break_after:
                 return
-            writer.write(b"data: %s\n\n" % json.dumps(chunk).encode())
+            send(b"data: %s\n\n" % json.dumps(chunk).encode())
             await writer.drain()
             if chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
                 sent += 1
                 await asyncio.sleep(plan.gap_s)
-        writer.write(b"data: [DONE]\n\n")
+        send(b"data: [DONE]\n\n")
+        if self.late_close:
+            writer.write(b"0\r\n\r\n")
         await writer.drain()
 
     def _streams(self) -> bool:
@@ -129,6 +143,7 @@ class ScriptedServer:
         return self._reply is not None and self.body == json.dumps(self._reply).encode()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         try:
             head = await reader.readuntil(b"\r\n\r\n")
             length = next(
@@ -153,6 +168,8 @@ class ScriptedServer:
                 return
             if request.get("stream") and self.reply is None and self.status == 200 and self._streams():
                 await self._stream(writer)
+                if self.late_close:
+                    await reader.read(1)
                 return
             status, body = self.reply(request) if self.reply is not None else (self.status, self.body)
             writer.write(

@@ -208,9 +208,16 @@ QUESTIONS = (
 )
 
 
-# Three questions, two model calls each, from a 135M model on CPU: a minute or two on 2 idle cores, more on
-# busy ones.
-@pytest.mark.timeout(900)
+# The most one model call may take, however steadily it streams (OPENAI_TIMEOUT_S): the call's own ceiling.
+CALL_CEILING_S = 300
+
+
+# Three questions, two model calls each, from a 135M model on CPU: a minute or two on 2 idle cores, ten on cores
+# busy with other work (it writes a token a second there, not fifty). Each call is ended by its own bounds (the
+# first token, the gap between tokens, the ceiling), so the test's limit is what those let six calls take: a
+# slow run that keeps making progress is the pipeline's to end, with a model_error naming the bound, never
+# pytest's.
+@pytest.mark.timeout(2 * len(QUESTIONS) * CALL_CEILING_S + 120)
 async def test_the_pipeline_through_a_real_model_server(
     llama_server: RunningServer, corpus_services: Services, embedder: Embedder
 ) -> None:
@@ -219,7 +226,7 @@ async def test_the_pipeline_through_a_real_model_server(
         corpus_services,
         embedder,
         llama_server.base_url,
-        openai_timeout_s=300,
+        openai_timeout_s=CALL_CEILING_S,
         openai_max_output_tokens=400,
         retrieval_k=2,
     )
@@ -348,7 +355,9 @@ async def test_a_server_that_hangs_times_out(
     scripted[0].hang = True
     r, guards = await _ask_failing(scripted, corpus_services, embedder, openai_timeout_s=0.5)
     assert "generation: the model server did not answer in time: no token within 0.5 s" in (r.message or "")
-    assert r.total_ms < 5000
+    # The call was ended at its bound, not left to hang: its own time, not the whole request's (retrieval and
+    # the screener's CPU work take what a busy machine lets them, and are not what this bound is about).
+    assert r.stages.generation.ms < 5000
     assert guards.settled == []  # nothing was billed: the hold is refunded whole
 
 
@@ -395,6 +404,23 @@ async def test_a_server_that_breaks_off_mid_answer_is_a_model_error(
     # An eval run's record keeps the message, so its model errors can be told apart.
     case = Case(id="c", bucket="answerable", question=LOCKERS, expect="answer", mustIncludeAny=["$14"])
     assert to_result(case, r, None).message == r.message
+
+
+async def test_a_server_that_closes_each_connection_after_its_stream_loses_no_call(
+    scripted: tuple[ScriptedServer, str],
+) -> None:
+    # llama.cpp's server closes the connection after every streamed reply, while its headers promise keep-alive.
+    # On a busy CPU its close came after the next call had been sent on the pooled connection: the claims call,
+    # dropped unanswered ("Server disconnected without sending a response"), failed the real-server test.
+    server, url = scripted
+    server.completion(LOCKER_ANSWER)
+    server.late_close = True
+    models = build_openai_models(openai_settings(Settings(), url))  # no retries: a dropped call fails
+    for _ in range(3):
+        generation = await models.generator.generate(LOCKERS, [LOCKER_PRICE])
+        assert "$14" in generation.answer
+    # Each call on a connection of its own, closed after its reply.
+    assert len(server.requests) == 3 and server.connections == 3
 
 
 @pytest.mark.parametrize("status", [400, 404, 500, 503])
@@ -492,11 +518,13 @@ async def test_a_server_that_reports_no_usage_is_booked_at_an_estimate(
 # --- the reading judge's wire, against the real server -------------------------------------------------
 
 
+# Two calls, each within the judge's timeout: the test's limit is theirs.
+@pytest.mark.timeout(2 * CALL_CEILING_S + 60)
 async def test_the_judge_reads_a_probability_from_the_real_servers_logprobs(llama_server: RunningServer) -> None:
     from provenance.judges import client_for
     from provenance.judges.model import ModelJudge
 
-    settings = Settings().with_overrides(judge_timeout_s=300)
+    settings = Settings().with_overrides(judge_timeout_s=CALL_CEILING_S)
     judge = ModelJudge(client_for(settings, llama_server.base_url), MODEL, server="local", calibration=None)
     passage = LOCKER_PRICE
     support = await judge.support("Standard lockers are $14 monthly.", passage)

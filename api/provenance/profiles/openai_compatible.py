@@ -45,6 +45,12 @@ NO_KEY = "not-needed"
 MAX_CLAIMS = 8
 # How much longer than a call's ceiling the SDK's own timeout is: never the bound that ends a call.
 SDK_TIMEOUT_MARGIN_S = 10.0
+# A streamed call on a connection of its own. llama.cpp's server closes the connection after every streamed
+# reply while its headers promise keep-alive; on a busy CPU its close comes late, the pool hands the connection
+# to the next call (the claims call follows the answer's within milliseconds), and that call is dropped
+# unanswered: "Server disconnected without sending a response". A new connection costs a handshake, nothing
+# beside a model call.
+ONE_CALL_A_CONNECTION = {"Connection": "close"}
 
 
 def make_client(settings: Settings) -> AsyncOpenAI:
@@ -175,6 +181,7 @@ async def call_structured(
                 stream=True,
                 # The token counts come in a last chunk of their own (servers that don't send it are estimated).
                 stream_options={"include_usage": True},
+                extra_headers=ONE_CALL_A_CONNECTION,
             )
         )
         try:
