@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import re
 import signal
 import socket
 import struct
@@ -175,8 +176,8 @@ def _skip_gguf_value(f: object, kind: int) -> None:
 
 
 def free_port() -> int:
-    """A port free on loopback now (the supervised server's; the tests' and benchmarks' servers take theirs
-    here too)."""
+    """A port free on loopback now, for a server that can't be handed a bound socket or bind port 0 itself:
+    free only until something else binds it first."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -219,30 +220,45 @@ def start_server(
     model: Path, *, log: Path, port: int | None = None, threads: int = 2, ctx: int = 4096, ready_s: float = 120
 ) -> RunningServer:
     """The model served on 127.0.0.1 in a child process, ready (answering /health) when this returns; the
-    caller stops it."""
-    port = port or free_port()
+    caller stops it. Without `port`, the child binds port 0 and its own line in `log` says which port it got:
+    a port picked free here and bound there seconds later (the child imports llama.cpp first) could be taken
+    in between by anything else on the machine."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
-        command = [sys.executable, "-m", "provenance.inference.llm_server", str(model), "--port", str(port)]
+        # Where this start's lines begin: the log is appended to, and a restarted server's earlier lines stay.
+        offset = out.tell()
+        command = [sys.executable, "-m", "provenance.inference.llm_server", str(model), "--port", str(port or 0)]
         process = subprocess.Popen(
             [*command, "--threads", str(threads), "--ctx", str(ctx)],
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=REPO_ROOT,
         )
-    server = RunningServer(process, port, log)
+    server = RunningServer(process, port or 0, log)
     try:
         deadline = time.monotonic() + ready_s
-        while not _healthy(port):
+        while not (server.port and _healthy(server.port)):
             if process.poll() is not None:
                 raise RuntimeError(f"the model server exited ({process.returncode}); see {log}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the model server was not ready within {ready_s:.0f} s; see {log}")
+            server.port = server.port or _served_port(log, offset)
             time.sleep(0.2)
     except BaseException:
         server.stop()
         raise
     return server
+
+
+_SERVING = re.compile(rb"^serving .* on http://127\.0\.0\.1:(\d+)$", re.MULTILINE)
+
+
+def _served_port(log: Path, offset: int) -> int:
+    """The port in the `serving ... on` line `serve_forever` writes once it listens, or 0 before then."""
+    with log.open("rb") as f:
+        f.seek(offset)
+        found = _SERVING.search(f.read())
+    return int(found.group(1)) if found else 0
 
 
 class Supervised:
@@ -324,7 +340,7 @@ def serve_forever(model: Path, port: int, threads: int, ctx: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("model", type=Path)
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int, required=True, help="0: any free port (the line it prints says which)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--ctx", type=int, default=4096)
     args = parser.parse_args()
