@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import tempfile
 import threading
 import time
@@ -19,7 +20,6 @@ import uvicorn
 
 from provenance.http.uvicorn_protocols import HttpImpl, http_protocol
 from provenance.inference.embedder import Embedder
-from provenance.inference.llm_server import free_port
 from provenance.ingest.folder import ingest
 from provenance.services import Services, build_services, load_embedder
 from provenance.settings import REPO_ROOT, Settings
@@ -106,7 +106,10 @@ class LiveServer:
         from provenance.app import create_app
 
         self.settings = settings
-        self.port = free_port()
+        # Bound here and handed to uvicorn: a port only probed free here could be taken before its thread binds it.
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.port = int(self.socket.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
         self.http = http
         # The protocol `provenance serve` uses (httptools unless `http` says h11), with its header deadline.
@@ -115,7 +118,9 @@ class LiveServer:
             create_app(settings), host="127.0.0.1", port=self.port, log_level="warning", http=protocol
         )
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=lambda: asyncio.run(self.server.serve()), daemon=True)
+        self.thread = threading.Thread(
+            target=lambda: asyncio.run(self.server.serve(sockets=[self.socket])), daemon=True
+        )
 
     def __enter__(self) -> LiveServer:
         self.thread.start()
@@ -129,6 +134,7 @@ class LiveServer:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+        self.socket.close()
 
 
 @pytest.fixture(scope="session")

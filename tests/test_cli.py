@@ -19,8 +19,9 @@ import asyncpg
 import httpx
 import pytest
 
+from provenance.llm_server import free_port
 from provenance.settings import REPO_ROOT
-from tests.conftest import CORPUS, LiveServer, free_port
+from tests.conftest import CORPUS, LiveServer
 
 # Settings a developer's shell may hold; each test says what it wants instead.
 _SETTINGS_VARS = ("DATABASE_URL", "DB_SCHEMA", "DATA_DIR", "CORPUS_DIR", "PROFILE", "ANTHROPIC_API_KEY", "LOG_LEVEL")

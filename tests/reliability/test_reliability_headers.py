@@ -19,9 +19,10 @@ from litestar.testing import AsyncTestClient
 
 from provenance.app import create_app
 from provenance.http.middleware import CONTENT_SECURITY_POLICY
+from provenance.llm_server import free_port
 from provenance.services import Services
 from provenance.settings import Settings
-from tests.conftest import LiveServer, free_port
+from tests.conftest import LiveServer
 from tests.fake_anthropic import FakeAnthropic
 from tests.guards.test_turnstile import SECRET as TURNSTILE_SECRET
 from tests.guards.test_turnstile import FakeSiteverify
