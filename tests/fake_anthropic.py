@@ -43,6 +43,9 @@ class RecordedRequest(msgspec.Struct):
     path: str
     headers: dict[str, str]  # lower-cased names
     body: dict[str, Any]
+    # When it arrived and when its reply began (time.monotonic()); None while unanswered.
+    received_s: float = 0.0
+    answered_s: float | None = None
 
     @property
     def api_key(self) -> str | None:
@@ -258,6 +261,7 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 path=self.path,
                 headers={k.lower(): v for k, v in self.headers.items()},
                 body=body if isinstance(body, dict) else {},
+                received_s=time.monotonic(),
             )
             if self.path.split("?")[0] != "/v1/messages":
                 self._send(404, _error_body("not_found_error", f"no route {self.path}"))
@@ -273,6 +277,7 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 # No answer was sent, so this connection can't carry another request.
                 self.close_connection = True
                 return
+            request.answered_s = time.monotonic()
             if reply.raw_body is not None:
                 self._send(reply.status, reply.raw_body, reply.headers)
             elif reply.status != 200:

@@ -365,9 +365,13 @@ async def test_latency_is_honoured_and_calls_overlap(fake_anthropic: FakeAnthrop
 
     assert verdict.label == "ok"
     assert generation.used_passage_ids == [IDS[0]]
-    # Each call waited its 0.4 s, and the two waited concurrently (back to back would be 0.8 s).
-    assert 0.4 <= elapsed < 0.75
+    # Each call waited its 0.4 s...
+    assert elapsed >= 0.4
     assert len(fake_anthropic.requests) == 2
+    # ...and the two waited at once: the second reached the server before the first was answered (back to back,
+    # it would come after). Read at the server, not from the total, which a busy CPU's SDK work lengthens.
+    first, second = sorted(fake_anthropic.requests, key=lambda r: r.received_s)
+    assert first.answered_s is not None and second.received_s < first.answered_s
 
 
 async def test_slow_reply_past_timeout_fails(fake_anthropic: FakeAnthropic) -> None:
