@@ -19,7 +19,7 @@ import asyncpg
 import httpx
 import pytest
 
-from provenance.llm_server import free_port
+from provenance.inference.llm_server import free_port
 from provenance.settings import REPO_ROOT
 from tests.conftest import CORPUS, LiveServer
 

@@ -19,7 +19,7 @@ from litestar.testing import AsyncTestClient
 
 from provenance.app import create_app
 from provenance.http.middleware import CONTENT_SECURITY_POLICY
-from provenance.llm_server import free_port
+from provenance.inference.llm_server import free_port
 from provenance.services import Services
 from provenance.settings import Settings
 from tests.conftest import LiveServer
