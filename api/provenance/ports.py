@@ -105,7 +105,7 @@ class PassageSupport(msgspec.Struct, frozen=True):
     veto: str | None = None
 
 
-class SupportJudge(Protocol):
+class SupportCheck(Protocol):
     """Do the passages state each claim? Judged without the question: a claim is stated by the passages or it
     isn't, whatever was asked. One score per claim per passage, with the window read and any veto. The rules
     (`verifiers.support.RuleSupport`) are one; a verifier takes whichever it is given."""

@@ -211,7 +211,7 @@ def build_local_profile(
     else:
         # The generator checks its own parts with the local verifier alone: choosing what to say is its job,
         # and the reading judge, when there is one, judges the answer it gives.
-        generator = ExtractiveGenerator(local.sentences, judge=local.rules, covered_at=gate_threshold)
+        generator = ExtractiveGenerator(local.sentences, judge=local.local, covered_at=gate_threshold)
     return Profile(
         name="local",
         screener=LocalScreener(embedder),

@@ -2,7 +2,7 @@
 
 Every profile scores every claim on this machine with the local verifier `LOCAL_VERIFIER` names: `features`
 (the default, `verifiers.features`) or `trained` (`verifiers.trained`). Both judge support with the rules'
-question-free check (`verifiers.support.RuleSupport`, a `ports.SupportJudge`) and differ in how they judge
+question-free check (`verifiers.support.RuleSupport`, a `ports.SupportCheck`) and differ in how they judge
 relevance. The rules they share (which passages count as support, answer types, premises) are
 `verifiers.rules`. When `JUDGE` names a reading judge (`provenance.judges`), it decides support and relevance
 on top of the local verifier, whose vetoes stay final (`verifiers.judged`). A profile calls `build_verifier`
@@ -41,7 +41,7 @@ class LocalVerifier(msgspec.Struct, frozen=True):
     # The sentence-vector cache the verifier fills, for a generator that wants the same vectors.
     sentences: SentenceEmbeddings
     # The local verifier alone, whatever judges: what the extractive generator checks its own parts with.
-    rules: Verifier
+    local: Verifier
     # The reading judge, when JUDGE names one.
     judge: BuiltJudge | None = None
 
@@ -79,14 +79,14 @@ def build_verifier(
     else:
         models, resolved = settings.local_verifier, settings
     sentences, words = SentenceEmbeddings(embedder), WordVectors(embedder)
-    rules, on_corpus, tag = _LOCAL[models](embedder, sentences, words)
+    local, on_corpus, tag = _LOCAL[models](embedder, sentences, words)
     if resolved is not None and judge is None:
         judge = build_judge(resolved)
-    verifier: Verifier = rules
+    verifier: Verifier = local
     if judge is not None:
         assert resolved is not None
         verifier = JudgedVerifier(
-            rules,
+            local,
             judge.judge,
             independent=independent_of_generator(resolved, judge.judge.model),
             relevance=resolved.judge.relevance,
@@ -99,6 +99,6 @@ def build_verifier(
         word_vectors=words.cache.put,
         cache_tag=tag,
         sentences=sentences,
-        rules=rules,
+        local=local,
         judge=judge,
     )

@@ -30,7 +30,7 @@ from provenance.ports import (
     PassageSupport,
     ScoredPassage,
     SentenceScore,
-    SupportJudge,
+    SupportCheck,
     Verification,
 )
 from provenance.verifiers.rules import LogisticModel, answer_type_match, expected_answer_type, supporting
@@ -140,7 +140,7 @@ class FeatureVerifier:
     name = FEATURE_VERIFIER
 
     def __init__(
-        self, support: SupportJudge, relevance: RelevanceExtractor, coefficients: Coefficients | None = None
+        self, support: SupportCheck, relevance: RelevanceExtractor, coefficients: Coefficients | None = None
     ) -> None:
         self.support = support
         self.relevance = relevance

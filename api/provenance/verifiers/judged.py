@@ -58,9 +58,9 @@ SAYS_YES = 0.5
 
 class JudgedVerifier:
     def __init__(
-        self, rules: Verifier, judge: ModelJudge, *, independent: bool, relevance: JudgeRelevance = "judge"
+        self, local: Verifier, judge: ModelJudge, *, independent: bool, relevance: JudgeRelevance = "judge"
     ) -> None:
-        self.rules = rules
+        self.local = local
         self.judge = judge
         self.independent = independent
         self.relevance = relevance
@@ -69,7 +69,7 @@ class JudgedVerifier:
     async def verify(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification:
         if not claims:
             return Verification(verdicts=[])
-        own = await self.rules.verify(question, claims, passages)
+        own = await self.local.verify(question, claims, passages)
         by_id = {p.id: p for p in passages}
         usages: list[Usage] = []
         supports = await self._support_all(claims, own.verdicts, by_id, usages)
@@ -166,8 +166,8 @@ class JudgedVerifier:
     async def sentence_relevance(self, question: str, passages: Sequence[ScoredPassage]) -> list[list[SentenceScore]]:
         """What a refusal shows as the sentence closest to the question: the local verifier's ranking (one
         judgment per sentence of every passage would cost more than the answer did)."""
-        if isinstance(self.rules, RanksSentences):
-            return await self.rules.sentence_relevance(question, passages)
+        if isinstance(self.local, RanksSentences):
+            return await self.local.sentence_relevance(question, passages)
         return [[] for _ in passages]
 
 

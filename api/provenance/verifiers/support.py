@@ -132,7 +132,7 @@ def _states_unit(unit: str, sentence: str) -> bool:
 
 class RuleSupport:
     """Scores claims against passages, without the question, by rules over words, facts and embeddings: the
-    `SupportJudge` every local verifier uses unless given another."""
+    `SupportCheck` every local verifier uses unless given another."""
 
     name = "rules"
 

@@ -18,7 +18,7 @@ from provenance.ports import (
     CorpusText,
     ScoredPassage,
     SentenceScore,
-    SupportJudge,
+    SupportCheck,
     Verification,
 )
 from provenance.verifiers.features import evidence_of, passage_verdicts, veto_of
@@ -46,7 +46,7 @@ def evidence_for(claim: str, passage_text: str, spans: Sequence[tuple[int, int]]
 class TrainedVerifier:
     name = TRAINED_VERIFIER
 
-    def __init__(self, model: PairVerifier, calibration: Calibration, support: SupportJudge) -> None:
+    def __init__(self, model: PairVerifier, calibration: Calibration, support: SupportCheck) -> None:
         self.model = model
         self.calibration = calibration
         self.support = support
@@ -117,5 +117,5 @@ class TrainedVerifier:
         ]
 
 
-def build_trained_verifier(support: SupportJudge, threads: int = 2) -> TrainedVerifier:
+def build_trained_verifier(support: SupportCheck, threads: int = 2) -> TrainedVerifier:
     return TrainedVerifier(get_verifier(threads), load_calibration(), support)
