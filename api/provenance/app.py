@@ -63,7 +63,11 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             create_static_files_router(path="/", directories=[Path(WEB_DIR)], html_mode=True, name="web")
         )
     cors = (
-        CORSConfig(allow_origins=list(settings.server.cors_origins), allow_methods=["GET", "POST"], allow_headers=["*"])
+        CORSConfig(
+            allow_origins=list(settings.server.cors_origins),
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["*"],
+        )
         if settings.server.cors_origins
         else None
     )

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import asyncpg
 import msgspec
 
+from provenance.conversations.service import Conversations
+from provenance.conversations.store import ConversationStore
 from provenance.feedback.desk import FeedbackDesk
 from provenance.feedback.responses import ResponseLog, served_settings
 from provenance.guards.base import Guards
@@ -36,6 +38,9 @@ class Services:
     feedback: FeedbackDesk | None = None
 
     async def close(self) -> None:
+        if self.pipeline.conversations is not None:
+            # Turns that wait are written: a follow-up after a restart still finds them.
+            await self.pipeline.conversations.log.aclose()
         if self.feedback is not None:
             # What waits to be written, written: those responses can still be rated after a restart.
             await self.feedback.responses.aclose()
@@ -125,6 +130,15 @@ async def build_services(
     embedder = load_embedder(settings)
     profile = build_profile(settings, embedder)
     observer = PrometheusObserver(settings) if settings.metrics.enabled else None
-    pipeline = Pipeline(settings, store, embedder, profile, guards(settings, store) if with_guards else None, observer)
+    conversations = Conversations(settings, ConversationStore(pool, settings.database.timeout_s), store.feedback_secret)
+    pipeline = Pipeline(
+        settings,
+        store,
+        embedder,
+        profile,
+        guards(settings, store) if with_guards else None,
+        observer,
+        conversations=conversations,
+    )
     await pipeline.corpora.refresh()
     return Services(settings, pool, store, embedder, profile, pipeline, feedback=build_feedback(pipeline, store))
