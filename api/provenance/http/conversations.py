@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Request, Response, delete, get
+from litestar import Controller, Request, Response, delete, get, route
 from litestar.datastructures import State
 from litestar.di import NamedDependency
+from litestar.enums import HttpMethod
 from litestar.openapi import ResponseSpec
 from litestar.params import FromPath, Parameter
 
@@ -62,36 +63,40 @@ async def _client(request: Request[Any, Any, State], services: Services) -> tupl
     return conversations, bot.client_key or client_ip
 
 
-@get(
-    "/conversations/{conversation_id:str}",
-    summary="A conversation's turns: each question, standalone question, status, answer and citations",
-    description="Only the client that started it can read it (its API key, else its address). A refused or"
-    " blocked turn has no answer text.",
-    responses=_RESPONSES,
-)
-async def read_conversation(
-    request: Request[Any, Any, State],
-    services: NamedDependency[Services],
-    conversation_id: FromPath[str] = _ID,
-) -> Conversation:
-    conversations, client = await _client(request, services)
-    return await conversations.read(conversation_id, client)
+class ConversationRoutes(Controller):
+    """Both methods on one resource, with an OPTIONS of its own: Litestar's own names only the method whose
+    handler made the route (litestar 2.25, routes/http.py `create_options_handler`)."""
+
+    path = "/conversations/{conversation_id:str}"
+
+    @route(http_method=[HttpMethod.OPTIONS], include_in_schema=False, status_code=204)
+    async def conversation_options(self) -> Response[None]:
+        return Response(None, status_code=204, headers={"Allow": "DELETE, GET, OPTIONS"})
+
+    @get(
+        summary="A conversation's turns: each question, standalone question, status, answer and citations",
+        description="Only the client that started it can read it (its API key, else its address). A refused or"
+        " blocked turn has no answer text.",
+        responses=_RESPONSES,
+    )
+    async def read_conversation(
+        self,
+        request: Request[Any, Any, State],
+        services: NamedDependency[Services],
+        conversation_id: FromPath[str] = _ID,
+    ) -> Conversation:
+        conversations, client = await _client(request, services)
+        return await conversations.read(conversation_id, client)
+
+    @delete(summary="Forget a conversation and its turns", status_code=204, responses=_RESPONSES)
+    async def forget_conversation(
+        self,
+        request: Request[Any, Any, State],
+        services: NamedDependency[Services],
+        conversation_id: FromPath[str] = _ID,
+    ) -> None:
+        conversations, client = await _client(request, services)
+        await conversations.forget(conversation_id, client)
 
 
-@delete(
-    "/conversations/{conversation_id:str}",
-    summary="Forget a conversation and its turns",
-    status_code=204,
-    responses=_RESPONSES,
-)
-async def forget_conversation(
-    request: Request[Any, Any, State],
-    services: NamedDependency[Services],
-    conversation_id: FromPath[str] = _ID,
-) -> Response[None]:
-    conversations, client = await _client(request, services)
-    await conversations.forget(conversation_id, client)
-    return Response(None, status_code=204)
-
-
-CONVERSATION_ROUTES = [read_conversation, forget_conversation]
+CONVERSATION_ROUTES = [ConversationRoutes]

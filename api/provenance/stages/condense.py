@@ -5,10 +5,12 @@ conversation's second turn, before the follow-up's cache lookup (its key is this
   earlier turns' questions and answered answers. The rewrite is screened as a question is (the deny-list
   here, the classifier with the rest of screening); a rewrite that is empty, too long, an attack, or only
   the previous question again (it dropped the follow-up's own ask) is blocked with that reason.
-- The local profile has no model: it searches with the follow-up alone and with the follow-up joined to the
-  previous question's topic (its meaningful words the follow-up lacks), and fuses the two rankings (RRF).
-  The joined query is the standalone question: the follow-up's own ask first, so that relevance is judged
-  against what was asked now and not against the previous question.
+- The local profile has no model: a follow-up that leans on the previous question through a pronoun gets
+  the previous question's topic in its place ("Is it cheaper for students?" after "How much is Maker
+  membership?" -> "Is maker membership cheaper for students?"); one that leaves its subject out ("and for
+  students?") is added to the previous question ("How much is Maker membership for students?"); one with a subject of its own (a topic switch) stands
+  as asked. It searches with that and with the follow-up as typed, and fuses the two rankings (RRF).
+  Relevance is judged against that standalone question, which keeps every word of the follow-up's own ask.
 - In every profile the previous turn's cited passages join the candidates (`carried`): a short follow-up
   ("and for students?") keeps the evidence it follows from. They are candidates only: each turn's claims are
   checked against this turn's passages, never against an earlier answer.
@@ -16,7 +18,9 @@ conversation's second turn, before the follow-up's cache lookup (its key is this
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from typing import Literal
 
 import msgspec
 
@@ -26,8 +30,15 @@ from provenance.stages.screen import deny_list_match
 from provenance.timing import Timer
 from provenance.wire import CondenseStage
 
-# The previous question's words carried into the joined query, most of them: enough to name its topic.
-TOPIC_WORDS = 8
+# Words that stand for something said before ("is IT cheaper", "THAT'S $50"): the follow-up leans on the
+# previous question for its subject.
+PRONOUNS = frozenset({"it", "its", "it's", "they", "them", "their", "this", "that", "that's", "these", "those"})
+# How a follow-up that omits its subject starts ("and for students?", "what about weekends?").
+ELLIPSIS_OPENERS = ("and ", "what about ", "how about ", "also ", "same for ", "or ")
+# The previous question's topic: its first run of meaningful words, at most this many ("maker membership").
+TOPIC_WORDS = 2
+
+Kind = Literal["pronoun", "ellipsis", "alone"]
 
 
 class Previous(msgspec.Struct, frozen=True):
@@ -57,25 +68,69 @@ class CondenseOutcome(msgspec.Struct, frozen=True):
         return self.stage.status == "blocked"
 
 
-def topic(previous: str, follow_up: str) -> list[str]:
-    """The previous question's meaningful words that the follow-up doesn't have, in their order."""
-    have = T.content_terms(follow_up)
-    seen: set[str] = set()
-    out: list[str] = []
+def _meaningful(word: str) -> bool:
+    return not (word in T.STOPWORDS or word in T.QUESTION_WORDS or word in PRONOUNS or len(word) < 2)
+
+
+def topic(previous: str) -> str:
+    """The previous question's subject: its first run of meaningful words ("How much is Maker membership per
+    month?" -> "maker membership")."""
+    run: list[str] = []
     for w in T.words(previous):
-        if w in T.STOPWORDS or w in T.QUESTION_WORDS or (len(w) < 2 and not w.isdigit()):
-            continue
-        s = T.stem(w)
-        if s in have or s in seen:
-            continue
-        seen.add(s)
-        out.append(w)
-    return out[:TOPIC_WORDS]
+        if _meaningful(w):
+            run.append(w)
+            if len(run) == TOPIC_WORDS:
+                break
+        elif run:
+            break
+    return " ".join(run)
 
 
-def joined_query(follow_up: str, previous: str) -> str:
-    words = topic(previous, follow_up)
-    return f"{follow_up.rstrip()} ({' '.join(words)})" if words else follow_up
+def kind_of(follow_up: str) -> Kind:
+    """How the follow-up leans on the previous question: through a pronoun, by leaving its subject out
+    (ellipsis, or too few words of its own to be a question), or not at all (a question of its own)."""
+    said = T.words(follow_up)
+    if any(w in PRONOUNS for w in said):
+        return "pronoun"
+    opening = " ".join(follow_up.lower().split())
+    if opening.startswith(ELLIPSIS_OPENERS) or len([w for w in said if _meaningful(w)]) <= 1:
+        return "ellipsis"
+    return "alone"
+
+
+_PRONOUN = re.compile(r"\b(it's|that's|its|it|they|them|their|this|that|these|those)\b", re.IGNORECASE)
+
+
+def standalone(follow_up: str, previous: str) -> tuple[Kind, str]:
+    """The local profile's standalone question: the follow-up with its first pronoun replaced by the previous
+    question's topic; an elliptic follow-up after the previous question; a question of its own, itself."""
+    kind = kind_of(follow_up)
+    subject = topic(previous)
+    if kind == "pronoun" and subject:
+
+        def replace(m: re.Match[str]) -> str:
+            word = m.group(1).lower()
+            return f"{subject} is" if word.endswith("'s") else (f"{subject}'s" if word in ("its", "their") else subject)
+
+        return kind, _PRONOUN.sub(replace, follow_up.strip(), count=1)
+    if kind == "ellipsis" and previous:
+        # "And for students?" after "How much is Maker membership?": "How much is Maker membership for
+        # students?". The previous question's words stay, the follow-up's own come last.
+        tail = follow_up.strip()
+        lowered = tail.lower()
+        for opener in ELLIPSIS_OPENERS:
+            if lowered.startswith(opener):
+                tail = tail[len(opener) :].lstrip()
+                break
+        return kind, f"{previous.strip().rstrip('?.!').rstrip()} {tail}"
+    return kind, follow_up.strip()
+
+
+_KINDS: dict[Kind, str] = {
+    "pronoun": "a pronoun replaced by the previous question's topic",
+    "ellipsis": "an elliptic follow-up read after the previous question",
+    "alone": "a question of its own: searched and judged as asked",
+}
 
 
 def _bad_rewrite(rewrite: str, previous: str, max_chars: int) -> str | None:
@@ -96,17 +151,20 @@ async def condense(
     timer = Timer()
     carried = list(previous.cited_passage_ids)
     if condenser is None:
-        joined = joined_query(question, previous.standalone_question)
-        queries = [question, joined] if joined != question else [question]
+        kind, alone = standalone(question, previous.standalone_question)
+        # Searched as typed too: a rewrite by rule can miss, and the fused ranking keeps what the follow-up's
+        # own words find.
+        queries = [question, alone] if alone != question else [question]
         stage = CondenseStage(
             status="ok",
             ms=timer.ms,
             method="fused",
-            standalone_question=joined,
+            detail=_KINDS[kind],
+            standalone_question=alone,
             queries=queries,
             carried_passage_ids=carried,
         )
-        return CondenseOutcome(stage, joined, queries, carried)
+        return CondenseOutcome(stage, alone, queries, carried)
     # A failed call raises ModelError, which the pipeline answers as it answers any model's failure.
     condensed = await condenser.condense(question, previous.earlier)
     rewrite = " ".join(condensed.standalone.split())
