@@ -8,8 +8,9 @@ conversation's second turn, before the follow-up's cache lookup (its key is this
 - The local profile has no model: a follow-up that leans on the previous question through a pronoun gets
   the previous question's topic in its place ("Is it cheaper for students?" after "How much is Maker
   membership?" -> "Is maker membership cheaper for students?"); one that leaves its subject out ("and for
-  students?") is added to the previous question ("How much is Maker membership for students?"); one with a subject of its own (a topic switch) stands
-  as asked. It searches with that and with the follow-up as typed, and fuses the two rankings (RRF).
+  students?") is added to the previous question ("How much is Maker membership for students?"); one with a
+  subject of its own (a topic switch) stands as asked. It searches with that and with the follow-up as typed,
+  and fuses the two rankings (RRF).
   Relevance is judged against that standalone question, which keeps every word of the follow-up's own ask.
 - In every profile the previous turn's cited passages join the candidates (`carried`): a short follow-up
   ("and for students?") keeps the evidence it follows from. They are candidates only: each turn's claims are
