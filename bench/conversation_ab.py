@@ -35,9 +35,11 @@ async def _timed(pipeline: Pipeline, question: str, n: int, use_cache: bool, tag
     return out
 
 
-async def main(cached: int, uncached: int, blocks: int) -> None:
+async def main(cached: int, uncached: int, blocks: int, flush_ms: float) -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="conversation-ab-"))
-    settings = Settings().with_overrides(data_dir=data_dir, log_level="warning", rate_limit_per_hour=0)
+    settings = Settings().with_overrides(
+        data_dir=data_dir, log_level="warning", rate_limit_per_hour=0, conversation_flush_ms=flush_ms
+    )
     embedder: Embedder = load_embedder(settings)
     services = await build_services(settings)
     try:
@@ -89,5 +91,6 @@ if __name__ == "__main__":
     parser.add_argument("--cached", type=int, default=2000)
     parser.add_argument("--uncached", type=int, default=30)
     parser.add_argument("--blocks", type=int, default=10)
+    parser.add_argument("--flush-ms", type=float, default=200.0, help="CONVERSATION_FLUSH_MS")
     args = parser.parse_args()
-    asyncio.run(main(args.cached, args.uncached, args.blocks))
+    asyncio.run(main(args.cached, args.uncached, args.blocks, args.flush_ms))

@@ -22,7 +22,7 @@ from provenance.ports import Profile, ScoredPassage
 from provenance.settings import Settings
 from provenance.stages.citations import citations_from_support
 from provenance.stages.closest import closest_sentences, with_closest
-from provenance.stages.condense import fuse
+from provenance.stages.condense import fuse, speaks_to
 from provenance.stages.decompose import decompose, decompose_and_verify
 from provenance.stages.entail import entail
 from provenance.stages.gate import gate
@@ -199,6 +199,15 @@ class Answering:
         checked = lexical_check(entailed.claims, passages, question)
         run.take(checked)
         verdict = gate(checked.claims, self._settings.gate)
+        if verdict.decision == "pass" and not speaks_to(run.own_terms, [c.text for c in checked.claims]):
+            # A claim of an elliptic follow-up's answer without any of its own words answers the previous
+            # question again (stages/condense.py `speaks_to`).
+            verdict = msgspec.structs.replace(
+                verdict,
+                decision="fail",
+                failed="relevance",
+                detail=f"a claim does not speak to the follow-up's own words ({', '.join(run.own_terms)})",
+            )
         if verdict.decision != "pass":
             log.debug("refused answer", answer=answer, score=verdict.score)
             run.record(

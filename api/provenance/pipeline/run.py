@@ -92,6 +92,7 @@ class Run:
         self.standalone: str | None = None
         self.queries: list[str] = []
         self.carried: list[ScoredPassage] = []
+        self.own_terms: list[str] = []
         # This turn's conversation (pipeline._thread), and the answer cache's key once it is known.
         self.thread: Thread | None = None
         self.cache_key: str | None = None

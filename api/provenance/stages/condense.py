@@ -59,6 +59,9 @@ class CondenseOutcome(msgspec.Struct, frozen=True):
     carried: list[str]
     usage: Usage | None = None
     blocked_because: str | None = None
+    # An elliptic follow-up's own words ("the large one" of "And the large one?"), stems: an answer must speak
+    # to one of them (`speaks_to`), or it answers the previous question again.
+    own_terms: list[str] = msgspec.field(default_factory=list)
 
     @property
     def usages(self) -> list[Usage]:
@@ -165,7 +168,8 @@ async def condense(
             queries=queries,
             carried_passage_ids=carried,
         )
-        return CondenseOutcome(stage, alone, queries, carried)
+        own = sorted(T.content_terms(question) - T.content_terms(previous.standalone_question))
+        return CondenseOutcome(stage, alone, queries, carried, own_terms=own if kind == "ellipsis" else [])
     # A failed call raises ModelError, which the pipeline answers as it answers any model's failure.
     condensed = await condenser.condense(question, previous.earlier)
     rewrite = " ".join(condensed.standalone.split())
@@ -184,6 +188,14 @@ async def condense(
         output_tokens=usage.output_tokens,
     )
     return CondenseOutcome(stage, rewrite if not bad else question, [rewrite], carried, usage, bad)
+
+
+def speaks_to(own_terms: Sequence[str], claims: Sequence[str]) -> bool:
+    """Whether every claim holds one of an elliptic follow-up's own words: read after the previous question,
+    "And the large one?" can be answered with the small one's price too, which holds none of them and answers
+    the previous question again."""
+    own = set(own_terms)
+    return not own or all(T.content_terms(c) & own for c in claims)
 
 
 def fuse(rankings: Sequence[Sequence[str]], k: int, rrf_k: int = 60) -> list[str]:
