@@ -38,7 +38,12 @@ async def _timed(pipeline: Pipeline, question: str, n: int, use_cache: bool, tag
 async def main(cached: int, uncached: int, blocks: int, flush_ms: float) -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="conversation-ab-"))
     settings = Settings().with_overrides(
-        data_dir=data_dir, log_level="warning", rate_limit_per_hour=0, conversation_flush_ms=flush_ms
+        data_dir=data_dir,
+        log_level="warning",
+        rate_limit_per_hour=0,
+        conversation_flush_ms=flush_ms,
+        # Both pipelines without the metrics observer: the service's has one, a pipeline built here would not.
+        metrics_enabled=False,
     )
     embedder: Embedder = load_embedder(settings)
     services = await build_services(settings)
