@@ -79,6 +79,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("store", "inference"),
     # The guards, over their tables.
     ("guards",),
+    # Follow-up questions: who may read which conversation, and the batched writer of its turns.
+    ("conversations",),
     # Who decides a claim, and the counters every part increments.
     ("judges", "verifiers", "metrics"),
     # The pipeline's stages and the model profiles that supply its ports; ingest writes through the store.

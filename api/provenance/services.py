@@ -10,7 +10,6 @@ import asyncpg
 import msgspec
 
 from provenance.conversations.service import Conversations
-from provenance.conversations.store import ConversationStore
 from provenance.feedback.desk import FeedbackDesk
 from provenance.feedback.responses import ResponseLog, served_settings
 from provenance.guards.base import Guards
@@ -21,6 +20,7 @@ from provenance.ports import Profile, Usage
 from provenance.profiles.local import build_local_profile
 from provenance.settings import Settings
 from provenance.store import Store
+from provenance.store.conversations import ConversationStore
 from provenance.store.guards import GuardStore
 from provenance.store.pool import create_pool, migrate, resolve_database_url
 from provenance.verifiers import LocalVerifier, build_verifier

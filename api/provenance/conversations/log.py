@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 
-from provenance.conversations.store import ConversationRow, ConversationStore, TurnRow
 from provenance.guards.sweep import Sweeper
 from provenance.logs import get_logger
+from provenance.store.conversations import ConversationRow, ConversationStore, TurnRow
 
 log = get_logger("provenance.conversations")
 

@@ -17,11 +17,11 @@ from collections.abc import Awaitable, Callable
 import msgspec
 
 from provenance.conversations.log import TurnLog
-from provenance.conversations.store import ConversationRow, ConversationStore, StoredConversation, TurnRow
 from provenance.conversations.wire import Conversation, ConversationTurn
 from provenance.errors import ServiceError
 from provenance.guards.ratelimit import rate_limit_key
 from provenance.settings import Settings
+from provenance.store.conversations import ConversationRow, ConversationStore, StoredConversation, TurnRow
 from provenance.wire import AskResponse, Citation
 
 _citations = msgspec.json.Decoder(list[Citation])

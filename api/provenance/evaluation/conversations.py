@@ -18,7 +18,6 @@ from pathlib import Path
 import msgspec
 
 from provenance.conversations.service import Conversations
-from provenance.conversations.store import ConversationStore
 from provenance.evaluation.runner import ingested_pipeline
 from provenance.evaluation.scoring import answer_matches
 from provenance.inference.embedder import Embedder
@@ -26,6 +25,7 @@ from provenance.pipeline.door import Pipeline
 from provenance.ports import Profile
 from provenance.report import ProgressBar, cell, pct, table
 from provenance.settings import REPO_ROOT, Settings
+from provenance.store.conversations import ConversationStore
 from provenance.wire import AskResponse
 
 
