@@ -89,6 +89,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("store", "inference", "access.store", "jobs", "jobs.queue", "jobs.documents"),
     # The guards, over their tables, and telling who a request comes from (a key is checked as they check it).
     ("guards", "access.identify"),
+    # Follow-up questions: who may read which conversation, and the batched writer of its turns.
+    ("conversations",),
     # Who decides a claim, and the counters every part increments.
     ("judges", "verifiers", "metrics"),
     # The pipeline's stages and the model profiles that supply its ports; ingest writes through the store, and

@@ -16,10 +16,12 @@ const WAITING = 'Checking the documents…';
 const TURNSTILE_SRC = 'https://challenges.cloudflare.com/turnstile/v0/api.js?render=explicit';
 
 const $ = (id) => document.getElementById(id);
+// The conversation a follow-up belongs to, kept for the tab's life so that a reload keeps the thread.
+const CONVERSATION_KEY = 'provenance.conversation';
 const els = {};
 const state = {
   busy: false, token: null, widgetId: null, turnstileReady: false, passages: new Map(), corpora: [], corpus: null,
-  feedback: false, controller: null, cancelled: false, progress: null, ticker: null,
+  feedback: false, controller: null, cancelled: false, progress: null, ticker: null, conversation: null,
 };
 
 document.addEventListener('DOMContentLoaded', init);
@@ -27,7 +29,8 @@ document.addEventListener('DOMContentLoaded', init);
 async function init() {
   for (const id of ['ask-form', 'question', 'ask-button', 'question-count', 'loading', 'error', 'result',
     'profile', 'turnstile', 'turnstile-note', 'examples-list', 'corpus-select', 'corpus-title',
-    'corpus-description', 'progress-line', 'cancel-button']) els[id] = $(id);
+    'corpus-description', 'progress-line', 'cancel-button', 'thread', 'followup-form', 'followup',
+    'followup-button', 'new-conversation']) els[id] = $(id);
   els['cancel-button'].addEventListener('click', cancel);
   els.examples = [];
   els.corpus = document.querySelector('[data-testid="corpus"]');
@@ -46,12 +49,22 @@ async function init() {
     }
   });
   els.question.addEventListener('input', updateCount);
+  els['followup-form'].addEventListener('submit', (e) => { e.preventDefault(); ask(els.followup.value, true); });
+  els.followup.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      ask(els.followup.value, true);
+    }
+  });
+  els['new-conversation'].addEventListener('click', newConversation);
 
   applyConfig(FALLBACK_CONFIG);
   const params = new URLSearchParams(window.location.search);
   const [config, corpora] = await Promise.all([loadJson('/config'), loadJson('/corpora')]);
   if (config) applyConfig(config);
   if (corpora) applyCorpora(corpora, params.get('corpus'));
+
+  await restoreThread();
 
   // A shareable link: /?q=question asks straight away (of ?corpus=name when given).
   const q = params.get('q');
@@ -139,15 +152,96 @@ function updateCount() {
 
 /* ---------- asking ---------- */
 
-async function ask(raw) {
+/* ---------- the conversation: earlier turns above, the follow-up box under the last answer ---------- */
+
+function storedConversation() {
+  try { return sessionStorage.getItem(CONVERSATION_KEY); } catch { return null; }
+}
+
+function keepConversation(id) {
+  state.conversation = id;
+  try {
+    if (id) sessionStorage.setItem(CONVERSATION_KEY, id);
+    else sessionStorage.removeItem(CONVERSATION_KEY);
+  } catch { /* storage off: the thread lasts until a reload */ }
+  els['followup-form'].hidden = !id;
+}
+
+/** The turn just shown moves up into the thread, whole: its verdict, panel, evidence and feedback stay live. */
+function keepTurn() {
+  if (!els.summary.childNodes.length) return;
+  const turn = h('article', { class: 'turn', 'data-testid': 'turn' });
+  turn.append(els.summary, els.details);
+  els.thread.append(turn);
+  els.thread.hidden = false;
+  els.summary = h('div', { class: 'result__summary', 'aria-live': 'polite' });
+  els.details = h('div', { class: 'result__details' });
+  els.result.replaceChildren(els.summary, els.details);
+}
+
+/** A question from the main box starts a new conversation: the earlier thread goes. */
+function startOver() {
+  keepConversation(null);
+  els.thread.replaceChildren();
+  els.thread.hidden = true;
+}
+
+function newConversation() {
+  startOver();
+  clearResult();
+  hideError();
+  els.question.focus();
+}
+
+/** After a reload: the conversation's turns as the server kept them (each question, what was searched,
+ *  the answer or that it was refused), read from GET /conversations/{id}. */
+async function restoreThread() {
+  const id = storedConversation();
+  if (!id) return;
+  const data = await loadJson(`/conversations/${encodeURIComponent(id)}`);
+  if (!data || !Array.isArray(data.turns) || !data.turns.length) {
+    keepConversation(null);
+    return;
+  }
+  els.thread.replaceChildren(...data.turns.map(keptTurn));
+  els.thread.hidden = false;
+  keepConversation(id);
+}
+
+const KEPT_STATUS = { answered: 'Answered', refused: 'Refused: the documents did not support an answer', blocked: 'Blocked' };
+
+function keptTurn(t) {
+  const said = t.status === 'answered' && typeof t.answer === 'string'
+    ? h('p', { class: 'turn__answer', text: t.answer })
+    : null;
+  const cites = Array.isArray(t.citations) && t.citations.length
+    ? h('p', { class: 'turn__sources', text: `Sources: ${t.citations.map((c) => c.source).join(', ')}` })
+    : null;
+  return h('article', { class: 'turn turn--kept', 'data-testid': 'turn', 'data-status': t.status },
+    h('p', { class: 'turn__question', text: t.question }),
+    standaloneLine(t.question, t.standaloneQuestion),
+    h('p', { class: 'turn__status', text: KEPT_STATUS[t.status] || t.status }),
+    said, cites);
+}
+
+/** What was searched, when it is not what was typed (a follow-up made to stand alone). */
+function standaloneLine(question, standalone) {
+  if (typeof standalone !== 'string' || !standalone || standalone === question) return null;
+  return h('p', { class: 'standalone', 'data-testid': 'standalone' },
+    h('span', { class: 'standalone__label', text: 'Searched for: ' }), standalone);
+}
+
+async function ask(raw, followUp = false) {
   if (state.busy) return;
   const question = String(raw || '').trim();
   hideError();
   if (!question) {
     showError('Type a question first.', '');
-    els.question.focus();
+    (followUp ? els.followup : els.question).focus();
     return;
   }
+  if (followUp && state.conversation) keepTurn();
+  else startOver();
   setBusy(true);
   const controller = new AbortController();
   state.controller = controller;
@@ -159,6 +253,7 @@ async function ask(raw) {
   };
   try {
     const body = { question };
+    if (followUp && state.conversation) body.conversationId = state.conversation;
     // Only with a choice to make: a single corpus is the default one anyway.
     if (state.corpora.length > 1 && state.corpus) body.corpus = state.corpus;
     const token = await turnstileToken();
@@ -169,6 +264,15 @@ async function ask(raw) {
     if (data && typeof data.status === 'string' && data.stages) {
       const corpus = typeof data.corpus === 'string' ? data.corpus : null;
       renderResponse(els.summary, els.details, data, { retryAfter, loadPassage: (id) => loadPassage(id, corpus) });
+      const searched = standaloneLine(data.question, data.standaloneQuestion);
+      if (searched) els.summary.prepend(searched);
+      if (typeof data.conversationId === 'string') {
+        keepConversation(data.conversationId);
+        if (followUp) {
+          els.followup.value = '';
+          els.followup.focus();
+        }
+      }
       // "Was this right?" under an answer or a refusal (web/feedback.js); a blocked request asks nothing.
       const rating = state.feedback ? feedbackBlock(data, sendFeedback) : null;
       if (rating) els.summary.append(rating);
@@ -332,6 +436,8 @@ function setBusy(busy) {
   state.busy = busy;
   els['ask-button'].disabled = busy;
   els['ask-button'].textContent = busy ? 'Checking…' : 'Ask';
+  els['followup-button'].disabled = busy;
+  els['new-conversation'].disabled = busy;
   els.examples.forEach((b) => { b.disabled = busy; });
   els['corpus-select'].disabled = busy;
   els.result.setAttribute('aria-busy', String(busy));

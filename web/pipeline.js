@@ -11,6 +11,7 @@ const STAGES = [
   ['rateLimit', 'rate-limit', 'Rate limit'],
   ['admission', 'admission', 'Admission'],
   ['spend', 'spend', 'Spend cap'],
+  ['condense', 'condense', 'Condense'],
   ['screening', 'screening', 'Screening'],
   ['retrieval', 'retrieval', 'Retrieval'],
   ['quarantine', 'quarantine', 'Quarantine'],
@@ -50,6 +51,7 @@ export function progressText(progress, seconds) {
   const tokens = progress.tokens === 1 ? '1 token' : `${fmtInt(progress.tokens)} tokens`;
   switch (progress.stage) {
     case 'screening': return `Screening the question: ${s}`;
+    case 'condense': return `Reading the follow-up with the conversation: ${s}`;
     case 'generation':
       return progress.tokens ? `The model is writing: ${tokens}, ${s}` : `The model is reading the passages: ${s}`;
     case 'decomposition':
@@ -172,6 +174,13 @@ function stageFigures(key, s) {
       if (isNum(s.spentUsd) || isNum(s.budgetUsd)) add('spent', `${fmtUsd(s.spentUsd)} of ${fmtUsd(s.budgetUsd)}`);
       if (isNum(s.estimateUsd)) add('estimate', fmtUsd(s.estimateUsd));
       if (isNum(s.chargedUsd)) add('charged', fmtUsd(s.chargedUsd));
+      break;
+    case 'condense':
+      add('searched for', s.standaloneQuestion);
+      add('method', s.method === 'fused' ? 'the follow-up and its reading, ranks fused' : s.model || s.method);
+      if (Array.isArray(s.carriedPassageIds) && s.carriedPassageIds.length) {
+        add('carried forward', `${s.carriedPassageIds.length} passage${s.carriedPassageIds.length === 1 ? '' : 's'} the previous answer cited`);
+      }
       break;
     case 'screening':
       add('decision', s.decision);

@@ -496,10 +496,38 @@ class _EvalsRun:
         return corpus, DEFAULT_CORPUS  # a folder given as such keeps today's report names
 
 
+def _conversation_evals(args: argparse.Namespace) -> int:
+    """`provenance evals --conversations FILE`: the conversation suite (provenance.evaluation.conversations)."""
+    from provenance.evaluation.conversations import run_suite
+    from provenance.services import build_profile, load_embedder
+
+    settings = _settings()
+    if args.profile:
+        settings = settings.with_overrides(profile=args.profile)
+    if settings.profile == "anthropic" and not settings.anthropic.api_key:
+        raise Mistake("--profile anthropic needs ANTHROPIC_API_KEY")
+    if settings.profile == "openai" and not settings.openai.model:
+        raise Mistake("--profile openai needs OPENAI_MODEL (and OPENAI_BASE_URL for your server)")
+    suite = Path(args.conversations)
+    if not suite.is_file():
+        raise Mistake(f"no conversation suite at {suite}")
+    embedder = load_embedder(settings)
+    out = Path(args.out) if args.out else Path("evals") / f"results-conversations-{settings.profile}.md"
+    followed, alone = asyncio.run(run_suite(settings, suite, out, embedder, build_profile(settings, embedder)))
+    print(
+        f"follow-ups answered correctly {followed.answered_correctly}, standalone {alone.answered_correctly};"
+        f" fabrication {followed.fabrication} vs {alone.fabrication}; recall {followed.recall} vs {alone.recall}"
+        f" -> {out}"
+    )
+    return 0
+
+
 def cmd_evals(args: argparse.Namespace) -> int:
     from provenance.evaluation.runner import run_evals
     from provenance.services import build_profile, load_embedder
 
+    if args.conversations:
+        return _conversation_evals(args)
     run = _EvalsRun(args)
     embedder = load_embedder(run.settings)
     profile = build_profile(run.settings, embedder)
@@ -687,6 +715,11 @@ def _evals_parser(sub: Any) -> None:
         help="keep the cases already recorded in --json's file and ask only the rest (a stopped run carries on)",
     )
     evals.add_argument("--title", default=None, help="report title")
+    evals.add_argument(
+        "--conversations",
+        default=None,
+        help="a conversation suite (evals/conversations.jsonl): follow-ups beside their standalone questions",
+    )
     evals.add_argument("--k-sweep", default=None, help="comma-separated k values to sweep (default 2,4,6,8)")
     evals.set_defaults(func=cmd_evals)
 

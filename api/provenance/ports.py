@@ -129,6 +129,24 @@ class Generator(Protocol):
     async def generate(self, question: str, passages: Sequence[ScoredPassage]) -> Generation: ...
 
 
+class Condensation(msgspec.Struct, frozen=True):
+    """A follow-up rewritten as a question that stands alone."""
+
+    standalone: str
+    usage: Usage
+
+
+class Condenser(Protocol):
+    """One model call: the follow-up as a standalone question, from the earlier turns' questions and the
+    answers that were answered (a refused answer's text was never kept)."""
+
+    name: str
+
+    async def condense(self, question: str, earlier: Sequence[tuple[str, str | None]]) -> Condensation: ...
+
+    def worst_case(self) -> Usage: ...
+
+
 class Decomposer(Protocol):
     name: str
 
@@ -227,6 +245,8 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     # sentences closest to the question (stages/prompt_passages.py); 0: every passage whole. The prompt only:
     # every check reads the passages whole.
     passage_tokens: int = 0
+    # Rewrites a follow-up with one model call (stages/condense.py); None: the local method, no model.
+    condenser: Condenser | None = None
 
     @property
     def paid(self) -> bool:

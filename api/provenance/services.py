@@ -11,6 +11,7 @@ import asyncpg
 import msgspec
 
 from provenance.access.store import AccessStore
+from provenance.conversations.service import Conversations
 from provenance.feedback.desk import FeedbackDesk
 from provenance.feedback.responses import ResponseLog, served_settings
 from provenance.guards.base import Guards
@@ -21,6 +22,7 @@ from provenance.ports import Profile, Usage
 from provenance.profiles.local import build_local_profile
 from provenance.settings import Settings
 from provenance.store import Store
+from provenance.store.conversations import ConversationStore
 from provenance.store.guards import GuardStore
 from provenance.store.pool import create_pool, migrate, resolve_database_url
 from provenance.verifiers import LocalVerifier, build_verifier
@@ -43,6 +45,9 @@ class Services:
         return AccessStore(self.pool, self.store.acquire_timeout_s)
 
     async def close(self) -> None:
+        if self.pipeline.conversations is not None:
+            # Turns that wait are written: a follow-up after a restart still finds them.
+            await self.pipeline.conversations.log.aclose()
         if self.feedback is not None:
             # What waits to be written, written: those responses can still be rated after a restart.
             await self.feedback.responses.aclose()
@@ -132,6 +137,15 @@ async def build_services(
     embedder = load_embedder(settings)
     profile = build_profile(settings, embedder)
     observer = PrometheusObserver(settings) if settings.metrics.enabled else None
-    pipeline = Pipeline(settings, store, embedder, profile, guards(settings, store) if with_guards else None, observer)
+    conversations = Conversations(settings, ConversationStore(pool, settings.database.timeout_s), store.feedback_secret)
+    pipeline = Pipeline(
+        settings,
+        store,
+        embedder,
+        profile,
+        guards(settings, store) if with_guards else None,
+        observer,
+        conversations=conversations,
+    )
     await pipeline.corpora.refresh()
     return Services(settings, pool, store, embedder, profile, pipeline, feedback=build_feedback(pipeline, store))

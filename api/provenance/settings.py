@@ -154,6 +154,15 @@ class Bounds(msgspec.Struct, frozen=True, kw_only=True):
     ceiling_s: float = 300.0
 
 
+class ConversationSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """Follow-up questions (POST /ask with `conversationId`): how long a conversation is kept after its last
+    turn, how many turns it may have, and how long its turns wait in memory before one batched write."""
+
+    ttl_s: int = 86_400
+    max_turns: int = 20
+    flush_ms: float = 200.0
+
+
 def _bounds(calls: AnthropicSettings | OpenAISettings) -> Bounds:
     """A profile's streamed-call bounds, from its settings of the same names."""
     return Bounds(
@@ -277,6 +286,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     guards: GuardSettings = msgspec.field(default_factory=GuardSettings)
     metrics: MetricsSettings = msgspec.field(default_factory=MetricsSettings)
     feedback: FeedbackSettings = msgspec.field(default_factory=FeedbackSettings)
+    conversation: ConversationSettings = msgspec.field(default_factory=ConversationSettings)
     anthropic: AnthropicSettings = msgspec.field(default_factory=AnthropicSettings)
     openai: OpenAISettings = msgspec.field(default_factory=OpenAISettings)
     judge: JudgeSettings = msgspec.field(default_factory=JudgeSettings)
@@ -374,6 +384,9 @@ VARIABLES: dict[str, tuple[str | None, str]] = {
     "FEEDBACK_RATE_LIMIT_PER_HOUR": ("feedback", "rate_limit_per_hour"),
     "FEEDBACK_HMAC_KEY": ("feedback", "hmac_key"),
     "FEEDBACK_FLUSH_MS": ("feedback", "flush_ms"),
+    "CONVERSATION_TTL_S": ("conversation", "ttl_s"),
+    "CONVERSATION_MAX_TURNS": ("conversation", "max_turns"),
+    "CONVERSATION_FLUSH_MS": ("conversation", "flush_ms"),
     "ANTHROPIC_API_KEY": ("anthropic", "api_key"),
     "ANTHROPIC_BASE_URL": ("anthropic", "base_url"),
     "ANTHROPIC_MODEL": ("anthropic", "model"),
@@ -488,7 +501,7 @@ def _explain(message: str) -> str:
 
 
 def _validate(s: Settings) -> None:
-    checks = [*_service_checks(s), *_model_checks(s), *_feedback_checks(s.feedback)]
+    checks = [*_service_checks(s), *_model_checks(s), *_feedback_checks(s.feedback), *_conversation_checks(s)]
     for ok, message in checks:
         if not ok:
             raise SettingsError(message)
@@ -607,6 +620,15 @@ def _stream_checks(prefix: str, first_token_s: float, tokens_per_s: float, gap_s
 
 
 FEEDBACK_HMAC_KEY_MIN_CHARS = 16
+
+
+def _conversation_checks(s: Settings) -> list[tuple[bool, str]]:
+    c = s.conversation
+    return [
+        (c.ttl_s > 0, "CONVERSATION_TTL_S must be positive"),
+        (c.max_turns >= 1, "CONVERSATION_MAX_TURNS must be at least 1"),
+        (0 < c.flush_ms <= 60_000, "CONVERSATION_FLUSH_MS must be within (0, 60000]"),
+    ]
 
 
 def _feedback_checks(f: FeedbackSettings) -> list[tuple[bool, str]]:

@@ -21,6 +21,7 @@ Reason = Literal[
     "invalid_api_key",
     "model_error",
     "judge_error",
+    "bad_rewrite",
 ]
 StageStatus = Literal["ok", "skipped", "blocked", "failed", "hit", "miss"]
 
@@ -65,11 +66,24 @@ TurnstileToken = Annotated[
     ),
 ]
 
+# A conversation's id (provenance.conversations): 32 URL-safe characters of 192 random bits, as the server gave it.
+CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9_-]{32}$"
+ConversationId = Annotated[
+    str,
+    msgspec.Meta(
+        pattern=CONVERSATION_ID_PATTERN,
+        min_length=32,
+        max_length=32,
+        description="a previous response's conversationId: the question is a follow-up in that conversation",
+    ),
+]
+
 
 class AskRequest(Wire, forbid_unknown_fields=True):
     question: str
     turnstile_token: TurnstileToken | None = None
     corpus: CorpusName | None = None
+    conversation_id: ConversationId | None = None
 
 
 # --- stages -------------------------------------------------------------------------------------
@@ -100,6 +114,24 @@ class AdmissionStage(Wire):
     detail: str | None = None
     running: int | None = None
     waiting: int | None = None
+
+
+class CondenseStage(Wire):
+    """A follow-up made into what is searched for and what relevance is judged against (stages/condense.py):
+    rewritten by one model call, or, in the local profile, the follow-up fused with the previous question.
+    Runs from a conversation's second turn; the previous turn's cited passages join the candidates."""
+
+    status: StageStatus = "skipped"
+    ms: float = 0.0
+    detail: str | None = None
+    method: Literal["model", "fused"] | None = None
+    model: str | None = None
+    standalone_question: str | None = None
+    # The queries searched and fused by rank, when the method fuses rather than rewrites.
+    queries: list[str] = msgspec.field(default_factory=list)
+    carried_passage_ids: list[str] = msgspec.field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
 class CacheStage(Wire):
@@ -337,6 +369,8 @@ class Stages(Wire):
     rate_limit: RateLimitStage = msgspec.field(default_factory=RateLimitStage)
     admission: AdmissionStage = msgspec.field(default_factory=AdmissionStage)
     spend: SpendStage = msgspec.field(default_factory=SpendStage)
+    # A follow-up's cache lookup comes after this stage (its key is the standalone question).
+    condense: CondenseStage = msgspec.field(default_factory=CondenseStage)
     screening: ScreeningStage = msgspec.field(default_factory=ScreeningStage)
     retrieval: RetrievalStage = msgspec.field(default_factory=RetrievalStage)
     quarantine: QuarantineStage = msgspec.field(default_factory=QuarantineStage)
@@ -355,6 +389,7 @@ StageRecord = (
     | RateLimitStage
     | AdmissionStage
     | SpendStage
+    | CondenseStage
     | ScreeningStage
     | RetrievalStage
     | QuarantineStage
@@ -390,6 +425,13 @@ class AskResponse(Wire):
     message: str | None = None
     corpus_version: str | None = None
     corpus: str | None = None
+    # The conversation this response is a turn of (pass it back as `conversationId` to ask a follow-up), and
+    # its turn, from 1; null only when the request was turned away before its client was known (the bot
+    # check). `standaloneQuestion`: what was searched for and what relevance was judged against; on a first
+    # turn, the question itself. All three belong to this request, never to a cached answer.
+    conversation_id: str | None = None
+    turn: int | None = None
+    standalone_question: str | None = None
 
 
 # --- other endpoints ----------------------------------------------------------------------------

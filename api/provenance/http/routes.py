@@ -21,6 +21,7 @@ from provenance import __version__, metrics
 from provenance.access.clients import Client
 from provenance.access.identify import identify
 from provenance.errors import BadRequest, ErrorEnvelope, NotFound, Overloaded, ServiceError, UnknownCorpus
+from provenance.http.conversations import CONVERSATION_ROUTES
 from provenance.http.streaming import stream_ask, wants_stream
 from provenance.judges import independent_of_generator
 from provenance.pipeline.run import OnStage, Outcome
@@ -248,7 +249,9 @@ async def _require_json(request: Request[Any, Any, Any]) -> None:
     "/ask",
     summary="Answer a question from the documents, or refuse with the evidence shown",
     description="With `Accept: text/event-stream`, the stages as they complete, then the answer"
-    " (provenance.http.streaming).",
+    " (provenance.http.streaming). With `conversationId`, a follow-up in that conversation: `404`"
+    " `unknown_conversation` when it is unknown, expired or another client's; `409` `conversation_corpus` for"
+    " another corpus than the conversation's, `conversation_full` past CONVERSATION_MAX_TURNS.",
     before_request=_require_json,
     status_code=200,
     responses={
@@ -284,6 +287,7 @@ async def ask(
             peer_ip=request.client.host if request.client else None,
             headers={k.lower(): v for k, v in request.headers.items()},
             corpus=data.corpus,
+            conversation_id=data.conversation_id,
             on_stage=on_stage,
         )
         if services.feedback is not None:
@@ -315,4 +319,4 @@ def declare_request_constraints(openapi: OpenAPI, settings: Settings) -> None:
     )
 
 
-ROUTES = [healthz, corpora, corpus, passage, public_config, ask]
+ROUTES = [healthz, corpora, corpus, passage, public_config, ask, *CONVERSATION_ROUTES]

@@ -8,7 +8,7 @@ record is set once its claims are withheld, and the claims the decomposition dro
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 
 import msgspec
 
@@ -22,6 +22,7 @@ from provenance.ports import Profile, ScoredPassage
 from provenance.settings import Settings
 from provenance.stages.citations import citations_from_support
 from provenance.stages.closest import closest_sentences, with_closest
+from provenance.stages.condense import fuse, speaks_to
 from provenance.stages.decompose import decompose, decompose_and_verify
 from provenance.stages.entail import entail
 from provenance.stages.gate import gate
@@ -70,9 +71,9 @@ class Answering:
         # 8. Generation from the retrieved passages only, as the quarantine left them, in the prompt cut to the
         # profile's budget (every check below reads them whole).
         prompt = await prompt_passages(
-            run.question, read, self._profile.passage_tokens, self._profile.verifier, self._embedder
+            run.searched, read, self._profile.passage_tokens, self._profile.verifier, self._embedder
         )
-        generated = await generate(run.question, self._profile.generator, prompt.passages)
+        generated = await generate(run.searched, self._profile.generator, prompt.passages)
         run.take(_with_prompt(generated, prompt) if prompt.budget else generated)
         answer = generated.generation.answer
         if run.on_candidate is not None:
@@ -91,22 +92,8 @@ class Answering:
         answer when screening blocked the question. A screener that reads the passages (the local one weighs
         the question against what the quarantine left) waits for them; any other (a model call) runs
         alongside embedding and retrieval."""
-        s, question = self._settings, run.question
-        known = self._corpora.of(run.corpus)
-        # A corpus too small to have been given the HNSW index on its own is ranked exactly.
-        exact = 0 < known.passage_count < s.retrieval.hnsw_min_passages
-        retrieval_task = asyncio.create_task(
-            retrieve(
-                question,
-                self._embedder,
-                self._store,
-                s.retrieval.k,
-                s.retrieval.mode,
-                known.embedding_model,
-                corpus=run.corpus,
-                exact=exact,
-            )
-        )
+        question = run.searched
+        retrieval_task = asyncio.create_task(self._retrieve(run))
         screen_timer = Timer()
         try:
             if not self._profile.screener_reads_passages:
@@ -130,6 +117,44 @@ class Answering:
         if screened.blocked:
             return run.finish("blocked", screened.stage.reason or "injection")
         return held.passages
+
+    async def _retrieve(self, run: Run) -> RetrievalOutcome:
+        """The top k for the question; a follow-up's fused queries ranked by RRF (stages/condense.py), and
+        the previous turn's cited passages after them as candidates."""
+        s = self._settings
+        known = self._corpora.of(run.corpus)
+        # A corpus too small to have been given the HNSW index on its own is ranked exactly.
+        exact = 0 < known.passage_count < s.retrieval.hnsw_min_passages
+
+        def one(query: str) -> Awaitable[RetrievalOutcome]:
+            return retrieve(
+                query,
+                self._embedder,
+                self._store,
+                s.retrieval.k,
+                s.retrieval.mode,
+                known.embedding_model,
+                corpus=run.corpus,
+                exact=exact,
+            )
+
+        if len(run.queries) <= 1 and not run.carried:
+            return await one(run.searched)
+        found = await asyncio.gather(*(one(q) for q in run.queries or [run.searched]))
+        by_id = {p.id: p for outcome in found for p in outcome.passages}
+        ranked = [by_id[pid] for pid in fuse([[p.id for p in o.passages] for o in found], s.retrieval.k)]
+        added = [p for p in run.carried if p.id not in {r.id for r in ranked}]
+        notes = [f"{len(found)} queries fused by rank"] if len(found) > 1 else []
+        if added:
+            notes.append(f"{len(added)} passage(s) the previous answer cited added")
+        ranked += added
+        stage = msgspec.structs.replace(
+            found[0].stage,
+            ms=round(max(o.stage.ms for o in found), 2),
+            passages=passage_records(ranked),
+            detail="; ".join(notes) or found[0].stage.detail,
+        )
+        return RetrievalOutcome(stage, ranked)
 
     async def _held(self, run: Run, retrieval: RetrievalOutcome) -> QuarantineOutcome:
         """The retrieved passages after the quarantine. The retrieval record shows them as every later stage
@@ -156,7 +181,9 @@ class Answering:
         """9-12. Claims, entailment, the lexical sanity check and the gate; the answer with citations derived
         from the verified support, or the refusal with the answer withheld. The model's claims call is shown
         the passages as the answer's prompt held them (`prompted`); every other check reads them whole."""
-        question, combined = run.question, self._profile.decompose_and_verify
+        # Relevance is judged against the standalone question of a follow-up, which carries its own ask;
+        # support only against this turn's passages, never an earlier answer.
+        question, combined = run.searched, self._profile.decompose_and_verify
         if combined is not None:
             # One model call gives the claims and the model's verdicts; the local verifier still scores
             # every claim itself, and a claim is supported only when both agree.
@@ -172,6 +199,15 @@ class Answering:
         checked = lexical_check(entailed.claims, passages, question)
         run.take(checked)
         verdict = gate(checked.claims, self._settings.gate)
+        if verdict.decision == "pass" and not speaks_to(run.own_terms, [c.text for c in checked.claims]):
+            # A claim of an elliptic follow-up's answer without any of its own words answers the previous
+            # question again (stages/condense.py `speaks_to`).
+            verdict = msgspec.structs.replace(
+                verdict,
+                decision="fail",
+                failed="relevance",
+                detail=f"a claim does not speak to the follow-up's own words ({', '.join(run.own_terms)})",
+            )
         if verdict.decision != "pass":
             log.debug("refused answer", answer=answer, score=verdict.score)
             run.record(
@@ -186,6 +222,6 @@ class Answering:
 
     async def _closest(self, run: Run, passages: Sequence[ScoredPassage]) -> None:
         """A refusal shows, in each retrieved passage, the sentence closest to the question (stages/closest.py)."""
-        closest = await closest_sentences(run.question, passages, self._profile.verifier, self._embedder)
+        closest = await closest_sentences(run.searched, passages, self._profile.verifier, self._embedder)
         retrieval = run.stages.retrieval
         run.stages.retrieval = msgspec.structs.replace(retrieval, passages=with_closest(retrieval.passages, closest))

@@ -1,6 +1,6 @@
 """The one place that orders the stages of /ask.
 
-bot check -> cache -> rate limit -> deny-list -> admission -> spend cap -> the answer (answering.py:
+bot check -> conversation -> cache -> rate limit -> deny-list -> admission -> spend cap -> the answer (answering.py:
 screening -> retrieval -> quarantine -> generation -> decomposition -> entailment -> lexical check -> gate ->
 citations). This module holds the checks at the door, the client's place in its hourly limit (given back when
 the answer fails on our side) and the spend cap around the answer. Every stage leaves its record in the run
@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 
 import msgspec
 
+from provenance.access.clients import Client
+from provenance.conversations.service import Conversations, UnknownConversation
 from provenance.errors import JudgeError, ModelError
 from provenance.guards.base import BotCheckResult, Guards, NoGuards, RateLimitResult
 from provenance.inference.embedder import Embedder, one_request
@@ -26,11 +28,12 @@ from provenance.pipeline.answering import Answering
 from provenance.pipeline.corpora import CorpusRegistry
 from provenance.pipeline.observe import AskObserver, NoObserver
 from provenance.pipeline.run import OnStage, Outcome, Run
-from provenance.ports import Profile
+from provenance.ports import Profile, Usage
 from provenance.settings import Settings
+from provenance.stages.condense import Previous, condense
 from provenance.stages.screen import screen_deny_list
 from provenance.store.corpora import CorpusStore
-from provenance.wire import AdmissionStage, Reason
+from provenance.wire import AdmissionStage, AskResponse, Reason
 
 log = get_logger("provenance.pipeline.door")
 
@@ -51,6 +54,7 @@ class Pipeline:
         guards: Guards | None = None,
         observer: AskObserver | None = None,
         corpora: CorpusRegistry | None = None,
+        conversations: Conversations | None = None,
     ) -> None:
         self._settings = settings
         self.store = store
@@ -65,6 +69,8 @@ class Pipeline:
             on_change=self._observer.admission,
         )
         self.corpora = corpora or CorpusRegistry(store, embedder, profile)
+        # None: no conversations (an in-process run); a question then starts none, and a follow-up is unknown.
+        self.conversations = conversations
         self._answering = Answering(settings, store, embedder, profile, self.corpora)
 
     @property
@@ -83,7 +89,14 @@ class Pipeline:
         """The same store, embedder, profile and guards under other settings (the eval's k sweep), knowing the
         corpora this one knows: the profile has already learnt their vocabulary, so nothing is reloaded."""
         return Pipeline(
-            settings, self.store, self.embedder, self._profile, self._guards, self._observer, self.corpora.copy()
+            settings,
+            self.store,
+            self.embedder,
+            self._profile,
+            self._guards,
+            self._observer,
+            self.corpora.copy(),
+            self.conversations,
         )
 
     def answer_cache_key(self, question: str, corpus: str) -> str:
@@ -110,16 +123,19 @@ class Pipeline:
         headers: Mapping[str, str] | None = None,
         use_cache: bool = True,
         corpus: str | None = None,
+        conversation_id: str | None = None,
         on_candidate: Callable[[str], None] | None = None,
         on_stage: OnStage | None = None,
     ) -> Outcome:
         """`on_candidate`, for in-process callers only, is told the generated answer (empty when the generator
         found none) before it is checked, so also the answer of a request that ends refused. `on_stage` is told
         each stage's record as it is set (a stage that runs twice, the rate limit or the spend cap, twice);
-        the admission record means a pipeline slot is held."""
+        the admission record means a pipeline slot is held. With `conversation_id` the question is a follow-up
+        in that conversation (the caller's own, else UnknownConversation); without, it starts one."""
         started = time.perf_counter()
         headers = headers or {}
         await self.corpora.notice_new()
+        headers = headers or {}
         # 1. Bot check: Turnstile for browsers, an API key for other apps. It says who asks, and so which
         # corpora exist for them, before any corpus is looked up: a client that may not read a corpus gets
         # the 404 a name that exists nowhere gets. Turnstile is told the client's address (behind our
@@ -133,8 +149,15 @@ class Pipeline:
         else:
             resolved = await self.corpora.resolve(corpus, bot.client)
             run = Run(self.corpora, self.profile.name, question, request_id, started, resolved, on_candidate, on_stage)
-            admitted = await self._at_the_door(run, bot, client_ip, use_cache)
+            door = _Door(turnstile_token, peer_ip, headers, use_cache, conversation_id, corpus)
+            admitted = await self._at_the_door(run, door, bot, client_ip)
             outcome = admitted if isinstance(admitted, Outcome) else await self._charged(run, admitted, use_cache)
+            if run.thread is not None and self.conversations is not None:
+                # The request's own, set after the cache was written: never part of a cached answer.
+                response = outcome.response
+                response.conversation_id, response.turn = run.thread.id, run.thread.turn
+                response.standalone_question = run.searched
+                self.conversations.keep(run.thread, response)
         # Counted here, where every answer passes (cached, blocked at the door, or the whole run; streamed or
         # not): by what happened, not by the HTTP status it leaves with.
         self._observer.outcome(outcome.response)
@@ -149,31 +172,82 @@ class Pipeline:
             return run.finish("blocked", "invalid_api_key", http_status=401, headers=challenge)
         return run.finish("blocked", "bot_check_failed")
 
-    async def _at_the_door(self, run: Run, bot: BotCheckResult, client_ip: str, use_cache: bool) -> Outcome | _Entry:
-        """The checks a request that passed the bot check meets before any work: the cache and a look at the
-        rate limit. The answer when one of them settles the request, else what the rest of the run needs."""
+    async def _at_the_door(self, run: Run, door: _Door, bot: BotCheckResult, client_ip: str) -> Outcome | _Entry:
+        """The checks a request that passed the bot check meets before any work: the conversation, the cache
+        and a look at the rate limit. The answer when one of them settles the request, else what the rest of
+        the run needs."""
+        use_cache = door.use_cache
         run.record(bot.stage)
 
+        client_key = bot.client_key or client_ip
+        assert bot.client is not None  # ask() refused a request without one at the door
+        await self._thread(run, door, client_key, bot.client)
+
         # 2. Cache, before the rate limit: a cached answer is one indexed read and no model call, so it is
-        # not counted against the hourly limit, and a client that has used its quota up still gets it.
+        # not counted against the hourly limit, and a client that has used its quota up still gets it. A
+        # follow-up's answer depends on what it is condensed to: looked up after condensing.
         cache_key = self.answer_cache_key(run.question, run.corpus)
-        if use_cache:
-            hit = await self.guards.cache_get(cache_key)
-            run.record(hit.stage)
-            if hit.response is not None:
-                return run.cached(hit.response)
-        else:
-            run.stages.cache.detail = "cache bypassed for this run"
+        if not run.follow_up:
+            if use_cache:
+                hit = await self.guards.cache_get(cache_key)
+                run.record(hit.stage)
+                if hit.response is not None:
+                    return run.cached(hit.response)
+            else:
+                run.stages.cache.detail = "cache bypassed for this run"
 
         # 3. Rate limit, per API key when one was presented, else per client IP: a look first, so a client
         # over its limit is turned away at once; the request takes its place only when it is about to be
         # worked on (below), so one that waited and was turned away as overloaded never held a place.
-        client_key = bot.client_key or client_ip
         look = await self.guards.rate_limit(client_key, count=False)
         run.record(look.stage)
         if look.stage.status == "blocked":
             return run.rate_limited()
         return _Entry(cache_key=cache_key, client_key=client_key)
+
+    async def _thread(self, run: Run, door: _Door, client_key: str, client: Client) -> None:
+        """This turn's conversation: a new one, or the client's own (404 otherwise; 409 for another corpus or
+        a full one), whose corpus the follow-up is asked of, if this client may still read it (else the 404
+        of a corpus that doesn't exist)."""
+        if self.conversations is None:
+            if door.conversation_id is not None:
+                raise UnknownConversation()
+            return
+        thread = await self.conversations.open(door.conversation_id, client_key, door.corpus)
+        if thread.corpus is not None and thread.corpus != run.corpus:
+            run.corpus = await self.corpora.resolve(thread.corpus, client)
+        run.thread = thread
+
+    async def _condensed(self, run: Run, use_cache: bool) -> Outcome | AskResponse:
+        """A follow-up: condensed, then its cache lookup (keyed by the standalone question and the carried
+        passages), then the answer. A cached answer is handed back as it was stored, for the caller to serve
+        once the spend (the condense call) is settled."""
+        thread = run.thread
+        assert thread is not None and self.conversations is not None
+        before = thread.previous
+        previous = Previous(
+            standalone_question=before.standalone_question if before else "",
+            cited_passage_ids=before.passage_ids if before else [],
+            earlier=[(e.question, e.answer) for e in thread.earlier if e.status != "blocked"],
+        )
+        condensed = await condense(
+            run.question, previous, self.profile.condenser, max_chars=self.settings.server.max_question_chars
+        )
+        run.take(condensed)
+        if condensed.blocked:
+            return run.finish("blocked", "bad_rewrite", detail=condensed.blocked_because)
+        run.standalone, run.queries, run.own_terms = condensed.standalone, condensed.queries, condensed.own_terms
+        run.carried = await self.conversations.store.passages(run.corpus, condensed.carried)
+        carried = ",".join(sorted(p.id for p in run.carried))
+        run.cache_key = self.answer_cache_key(f"{run.standalone}\0{carried}", run.corpus)
+        if use_cache:
+            hit = await self.guards.cache_get(run.cache_key)
+            run.record(hit.stage)
+            if hit.response is not None:
+                return hit.response
+        else:
+            run.stages.cache.detail = "cache bypassed for this run"
+        return await self._answering.answer(run)
 
     async def _charged(self, run: Run, entry: _Entry, use_cache: bool) -> Outcome:
         """The rest of the run, paid for from the client's hourly quota: when the answer fails on our side
@@ -217,16 +291,21 @@ class Pipeline:
             limited = await self._count(run, client_key, counted)
             if limited is not None:
                 return limited
-            # 6. Spend cap: reserve the worst-case cost before any paid call.
-            reservation = await self.guards.spend_reserve(self.profile)
+            # 6. Spend cap: reserve the worst-case cost before any paid call (a follow-up's condense call too).
+            reservation = await self.guards.spend_reserve(self._priced(run))
             run.record(reservation.stage)
             if reservation.stage.status == "blocked":
                 return run.finish("blocked", "budget_exhausted")
+            answered: Outcome | AskResponse | None = None
             try:
                 # Every stage that embeds the question (screening, retrieval, generator, verifier) shares one
                 # embedding of it.
                 with one_request():
-                    outcome = await self._answering.answer(run)
+                    answered = await self._condensed(run, use_cache) if run.follow_up else None
+                    if answered is None:
+                        outcome = await self._answering.answer(run)
+                    elif isinstance(answered, Outcome):
+                        outcome = answered
             except ModelError as exc:
                 log.warning("model error", error=str(exc))
                 self._observer.model_error(exc)
@@ -238,9 +317,34 @@ class Pipeline:
                 outcome = run.finish("blocked", reason, detail=str(exc))
             finally:
                 run.record(await self.guards.spend_settle(reservation, run.usages))
+        if isinstance(answered, AskResponse):
+            # Served from the cache after condensing: the condense call was paid for, and is settled above.
+            return run.cached_follow_up(answered)
         if outcome.response.status != "blocked" and use_cache:
-            await self.guards.cache_put(cache_key, run.question, outcome.response)
+            await self.guards.cache_put(run.cache_key or cache_key, run.searched, outcome.response)
         return outcome
+
+    def _priced(self, run: Run) -> Profile:
+        """The profile as the spend cap prices this request: a follow-up's condense call added."""
+        condenser, inner = self.profile.condenser, self.profile.worst_case
+        if not run.follow_up or condenser is None or inner is None:
+            return self.profile
+
+        def worst_case(passage_tokens: int) -> list[Usage]:
+            return [*inner(passage_tokens), condenser.worst_case()]
+
+        return msgspec.structs.replace(self.profile, worst_case=worst_case)
+
+
+class _Door(msgspec.Struct, frozen=True):
+    """What the checks at the door read of the request."""
+
+    turnstile_token: str | None
+    peer_ip: str | None
+    headers: Mapping[str, str]
+    use_cache: bool
+    conversation_id: str | None
+    corpus: str | None
 
 
 class _Entry(msgspec.Struct, frozen=True):

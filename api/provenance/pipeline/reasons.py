@@ -66,6 +66,11 @@ REASONS: dict[Reason, ReasonText] = {
         "The language model didn't respond",
         "No answer could be written or checked. Please try again shortly.",
     ),
+    "bad_rewrite": ReasonText(
+        "The follow-up couldn't be made into a question",
+        "Rewriting it as a question that stands on its own, from the conversation so far, didn't give a usable "
+        "question, so nothing was searched or answered. Ask it again in full.",
+    ),
     "judge_error": ReasonText(
         "The answer couldn't be checked",
         "The model that checks each claim against the documents didn't respond, so no answer is given "
@@ -122,7 +127,7 @@ def explain(reason: Reason | None, stages: Stages, detail: str | None = None) ->
         message = QUOTED_NOT_AN_ANSWER
     if reason in ("not_grounded", "not_an_answer") and g.detail:
         message = f"{message} ({g.detail})"
-    if detail and reason in ("model_error", "judge_error"):
+    if detail and reason in ("model_error", "judge_error", "bad_rewrite"):
         message = f"{message} ({detail})"
     if reason == "rate_limited" and stages.rate_limit.detail:
         # The stage says the real window and when to come back, in words ("try again in 36 minutes").

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
@@ -29,6 +29,9 @@ from provenance.wire import (
     Stages,
     Status,
 )
+
+if TYPE_CHECKING:
+    from provenance.conversations.service import Thread
 
 # Told each stage's name (a `Stages` field) and record as the record is set; called in the pipeline's own
 # task, so it must not block.
@@ -89,6 +92,25 @@ class Run:
         self.on_stage = on_stage
         self.stages = Stages()
         self.usages: list[Usage] = []
+        # A follow-up's (stages/condense.py): what is searched for and judged against, the queries fused,
+        # and the previous turn's cited passages carried into the candidates.
+        self.standalone: str | None = None
+        self.queries: list[str] = []
+        self.carried: list[ScoredPassage] = []
+        self.own_terms: list[str] = []
+        # This turn's conversation (pipeline._thread), and the answer cache's key once it is known.
+        self.thread: Thread | None = None
+        self.cache_key: str | None = None
+
+    @property
+    def follow_up(self) -> bool:
+        return self.thread is not None and self.thread.follow_up
+
+    @property
+    def searched(self) -> str:
+        """What retrieval searches for and relevance is judged against: the standalone question of a
+        follow-up, else the question as asked."""
+        return self.standalone or self.question
 
     def record(self, record: StageRecord, *, told: StageRecord | None = None) -> None:
         """Set a stage's record and tell `on_stage` (`told`, when what may be told before the gate decides is
@@ -113,6 +135,17 @@ class Run:
         cached.stages.bot_check = self.stages.bot_check
         cached.stages.rate_limit = RateLimitStage(detail=NOT_COUNTED)
         cached.stages.admission = AdmissionStage(detail="not needed: served from the cache")
+        return Outcome(cached)
+
+    def cached_follow_up(self, response: AskResponse) -> Outcome:
+        """A follow-up's cached answer, found after condensing: the records of the stages this request did
+        meet (its place in the hourly limit, its slot, its spend with the condense call, condensing itself)
+        beside the cached answer's own, under the question as this request asked it."""
+        cached = msgspec.structs.replace(
+            response, request_id=self.request_id, question=self.question, cached=True, total_ms=self.elapsed_ms()
+        )
+        for name in ("bot_check", "cache", "rate_limit", "admission", "spend", "condense"):
+            setattr(cached.stages, name, getattr(self.stages, name))
         return Outcome(cached)
 
     def rate_limited(self) -> Outcome:

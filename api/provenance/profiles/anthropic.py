@@ -23,7 +23,14 @@ from provenance.inference.embedder import Embedder
 from provenance.inference.sdk import CHARS_PER_TOKEN_ESTIMATE, SdkErrors, sdk_failures
 from provenance.inference.streamed_calls import Pace, Watch, estimated_tokens
 from provenance.ports import Profile, ScoredPassage, Usage
-from provenance.profiles.base import ModelCalls, ModelDecomposeAndVerify, ModelGenerator, ModelPort, ModelScreener
+from provenance.profiles.base import (
+    ModelCalls,
+    ModelCondenser,
+    ModelDecomposeAndVerify,
+    ModelGenerator,
+    ModelPort,
+    ModelScreener,
+)
 from provenance.profiles.local import SentenceDecomposer
 from provenance.profiles.outputs import Tool, call_name
 from provenance.settings import Bounds, Settings
@@ -189,6 +196,10 @@ class AnthropicScreener(_AnthropicPort, ModelScreener[AsyncAnthropic]):
     name = "anthropic-screener"
 
 
+class AnthropicCondenser(_AnthropicPort, ModelCondenser[AsyncAnthropic]):
+    name = "anthropic-condenser"
+
+
 class AnthropicGenerator(_AnthropicPort, ModelGenerator[AsyncAnthropic]):
     name = "anthropic-generator"
 
@@ -212,6 +223,7 @@ def build_anthropic_models(settings: Settings, client: AsyncAnthropic | None = N
         screener=AnthropicScreener(client, model, bounds=bounds, pace=pace),
         generator=AnthropicGenerator(client, model, bounds=bounds, pace=pace),
         decompose_and_verify=claims,
+        condenser=AnthropicCondenser(client, model, bounds=bounds, pace=pace),
     )
 
 
@@ -247,4 +259,5 @@ def build_anthropic_profile(
         decompose_and_verify=models.decompose_and_verify,
         decomposer=SentenceDecomposer() if models.decompose_and_verify is None else None,
         passage_tokens=settings.anthropic.passage_tokens,
+        condenser=models.condenser,
     )

@@ -16,13 +16,15 @@ import msgspec
 
 from provenance.errors import ModelOutputError
 from provenance.inference.streamed_calls import Pace
-from provenance.ports import Decomposition, Generation, ScoredPassage, ScreenVerdict, Usage, Verification
+from provenance.ports import Condensation, Decomposition, Generation, ScoredPassage, ScreenVerdict, Usage, Verification
 from provenance.profiles.outputs import (
     ANSWER,
     CHECKED_CLAIMS,
+    CONDENSE,
     SCREEN,
     AnswerOut,
     CheckedClaimsOut,
+    CondenseOut,
     ScreenOut,
     Tool,
     checked_claims,
@@ -31,10 +33,14 @@ from provenance.profiles.outputs import (
     parse_output,
 )
 from provenance.profiles.prompts import (
+    CONDENSE_ANSWER_CHARS,
+    CONDENSE_SYSTEM,
+    CONDENSE_TURNS,
     DECOMPOSE_VERIFY_SYSTEM,
     GENERATE_SYSTEM,
     SCREEN_SYSTEM,
     claims_user,
+    condense_user,
     generate_user,
     screen_user,
 )
@@ -93,6 +99,25 @@ class ModelScreener(ModelPort[Client]):
             raw["label"] = re.sub(r"[\s-]+", "_", label.strip().lower())
         out = parse_output(raw, ScreenOut, usage, "screening")
         return ScreenVerdict(label=out.label, score=clamp(out.confidence), classifier=self.name, usage=usage)
+
+
+class ModelCondenser(ModelPort[Client]):
+    """A follow-up rewritten as a standalone question (stages/condense.py): one call, no passages."""
+
+    default_max_output_tokens = 256
+
+    async def condense(self, question: str, earlier: Sequence[tuple[str, str | None]]) -> Condensation:
+        user = condense_user(question, earlier)
+        raw, usage = await self._call(system=CONDENSE_SYSTEM, user=user, tool=CONDENSE, passages=(), what="condense")
+        out = parse_output(raw, CondenseOut, usage, "condense")
+        return Condensation(standalone=out.standalone_question, usage=usage)
+
+    def worst_case(self) -> Usage:
+        """The call at its limits: the prompt with its earlier turns in full (about 3 characters a token)."""
+        history = CONDENSE_TURNS * (2 * CONDENSE_ANSWER_CHARS) // 3
+        return Usage(
+            model=self.model, input_tokens=PROMPT_OVERHEAD_TOKENS + history, output_tokens=self.max_output_tokens
+        )
 
 
 class ModelGenerator(ModelPort[Client]):
@@ -165,6 +190,8 @@ class ModelCalls(msgspec.Struct, frozen=True):
     generator: ModelGenerator[Any]
     decompose_and_verify: ModelDecomposeAndVerify[Any] | None
     screener: ModelScreener[Any] | None = None
+    # A follow-up's rewrite (stages/condense.py): priced apart, since only a follow-up makes it.
+    condenser: ModelCondenser[Any] | None = None
 
     def worst_case(self, passage_tokens: int) -> list[Usage]:
         """The most one request's calls can use (`Profile.worst_case`)."""

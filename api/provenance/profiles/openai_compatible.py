@@ -31,7 +31,7 @@ from provenance.inference.embedder import Embedder
 from provenance.inference.sdk import CHARS_PER_TOKEN_ESTIMATE, SdkErrors, chat_usage, sdk_failures
 from provenance.inference.streamed_calls import Pace, Watch, estimated_tokens
 from provenance.ports import Profile, ScoredPassage, Usage
-from provenance.profiles.base import ModelCalls, ModelDecomposeAndVerify, ModelGenerator, ModelPort
+from provenance.profiles.base import ModelCalls, ModelCondenser, ModelDecomposeAndVerify, ModelGenerator, ModelPort
 from provenance.profiles.local import LocalScreener, SentenceDecomposer
 from provenance.profiles.outputs import Tool, call_name
 from provenance.settings import Bounds, Settings
@@ -280,6 +280,10 @@ class _OpenAIPort(ModelPort[AsyncOpenAI]):
         )
 
 
+class OpenAICondenser(_OpenAIPort, ModelCondenser[AsyncOpenAI]):
+    name = "openai-condenser"
+
+
 class OpenAIGenerator(_OpenAIPort, ModelGenerator[AsyncOpenAI]):
     name = "openai-generator"
 
@@ -308,6 +312,7 @@ def build_openai_models(settings: Settings, client: AsyncOpenAI | None = None) -
     return ModelCalls(
         generator=OpenAIGenerator(client, model, max_output_tokens=limit, bounds=bounds, pace=pace),
         decompose_and_verify=claims,
+        condenser=OpenAICondenser(client, model, bounds=bounds, pace=pace),
     )
 
 
@@ -341,4 +346,5 @@ def build_openai_profile(
         # CLAIMS_FROM=sentences: the answer's sentences, judged on this machine alone.
         decomposer=SentenceDecomposer() if models.decompose_and_verify is None else None,
         passage_tokens=settings.openai.passage_tokens,
+        condenser=models.condenser,
     )

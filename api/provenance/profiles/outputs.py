@@ -17,6 +17,7 @@ from provenance.errors import ModelOutputError
 from provenance.ports import ClaimVerdict, Decomposition, Generation, ScoredPassage, Usage, Verification
 
 SCREEN_TOOL = "classify_question"
+CONDENSE_TOOL = "submit_standalone_question"
 ANSWER_TOOL = "submit_answer"
 CHECKED_CLAIMS_TOOL = "submit_checked_claims"
 
@@ -31,6 +32,12 @@ _T = TypeVar("_T")
 class ScreenOut(msgspec.Struct):
     label: Literal["ok", "injection", "off_topic"]
     confidence: Probability
+
+
+class CondenseOut(msgspec.Struct):
+    standalone_question: Annotated[
+        str, msgspec.Meta(description="The follow-up as one question that can be understood without the conversation.")
+    ]
 
 
 class AnswerOut(msgspec.Struct):
@@ -68,6 +75,7 @@ class Tool(msgspec.Struct, frozen=True):
 
 
 SCREEN = Tool(SCREEN_TOOL, "Record the screening label for the question.", ScreenOut)
+CONDENSE = Tool(CONDENSE_TOOL, "Submit the follow-up rewritten as a standalone question.", CondenseOut)
 ANSWER = Tool(
     ANSWER_TOOL, "Submit the answer (empty when the passages do not answer) and the passage ids used.", AnswerOut
 )
