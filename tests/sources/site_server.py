@@ -64,7 +64,8 @@ def minimal_pdf(text: str) -> bytes:
         b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
-    out = BytesIO(b"%PDF-1.4\n")
+    out = BytesIO()
+    out.write(b"%PDF-1.4\n")
     offsets = []
     for n, body in enumerate(objects, 1):
         offsets.append(out.tell())
