@@ -28,7 +28,7 @@ from provenance.documents.blocks import Block
 from provenance.errors import UnreadableDocument
 from provenance.settings import SourcesSettings
 from provenance.sources.extract import CHOSEN, Extractor, extract
-from provenance.sources.fetch import Fetcher
+from provenance.sources.fetch import Fetched, Fetcher
 from provenance.sources.robots import Robots
 from provenance.sources.sitemap import sitemap_locs
 from provenance.sources.urls import canonical, default_prefix, origin, path_and_query, within
@@ -137,12 +137,16 @@ class _Walk:
     def record(self, page: Page) -> None:
         self.pages.setdefault(page.url, page)
 
-    async def robots(self) -> Robots:
+    async def robots(self) -> Robots | Fetched:
+        """The site's robots.txt, or the failure that says the site can't be reached (invalid TLS, no
+        answer): then no page can be either, and the start page fails with that reason."""
         got = await self.fetcher.fetch(self.origin + "/robots.txt", any_type=True)
         if got.failure is None and got.status == 200:
             return Robots.parse(got.body.decode("utf-8", "replace"))
         if got.status is not None and 400 <= got.status < 500:
             return Robots.missing()
+        if got.status is None and got.failure in ("tls", "network", "too-slow"):
+            return got
         return Robots.unreadable()
 
     async def sitemap_pages(self, robots: Robots) -> tuple[str | None, list[str]]:
@@ -239,8 +243,17 @@ class _Walk:
 
     async def run(self) -> Crawl:
         started = time.monotonic()
+        sitemap: str | None = None
+        listed: list[str] = []
         try:
+            refused = await self.fetcher.refused(self.start)
+            if refused is not None:  # not even robots.txt is asked of a private address
+                self.record(Page(url=self.start, outcome="failed", reason="private-address", detail=refused))
+                return self.result(started, None, [])
             robots = await self.robots()
+            if isinstance(robots, Fetched):
+                self.record(Page(url=self.start, outcome="failed", reason=robots.failure, detail=robots.detail))
+                return self.result(started, None, [])
             self.fetcher.crawl_delay = robots.crawl_delay()
             sitemap, listed = await self.sitemap_pages(robots)
             if listed:
@@ -253,6 +266,9 @@ class _Walk:
                 await self.level(unreached, robots, follow=False)
         finally:
             await self.fetcher.aclose()
+        return self.result(started, sitemap, listed)
+
+    def result(self, started: float, sitemap: str | None, listed: list[str]) -> Crawl:
         return Crawl(
             source=self.source,
             started_from="sitemap" if listed else "links",
