@@ -23,8 +23,8 @@ from typing import Any
 
 import lxml.html
 
-from provenance.chunking import chunk_blocks
-from provenance.documents.blocks import collapse
+from provenance.ingest.chunking import chunk_blocks
+from provenance.ingest.documents.blocks import collapse
 from provenance.services import load_embedder
 from provenance.settings import Settings
 from provenance.sources.extract import Extractor, extract

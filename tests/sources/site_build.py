@@ -28,7 +28,7 @@ from markdown_it import MarkdownIt
 from mdit_py_plugins.anchors import anchors_plugin
 from mdit_py_plugins.front_matter import front_matter_plugin
 
-from provenance.documents.markdown import drop_template_tags
+from provenance.ingest.documents.markdown import drop_template_tags
 
 HANDBOOK = Path(__file__).resolve().parents[3] / "shared" / "corpora" / "18f-handbook" / "pages"
 TEMPLATE = Template((Path(__file__).with_name("site_template.html")).read_text())

@@ -21,7 +21,7 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from urllib.parse import parse_qs, urlsplit
 
-from tests.documents_support import markdown_to_docx
+from tests.ingest.documents_support import markdown_to_docx
 
 ROBOTS = """User-agent: *
 Disallow: /

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from provenance.chunking import chunk_blocks
+from provenance.ingest.chunking import chunk_blocks
 from provenance.settings import SourcesSettings
 from provenance.sources.crawl import Crawl, Known, Source, crawl
 from provenance.sources.urls import canonical

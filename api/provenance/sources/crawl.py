@@ -24,8 +24,8 @@ from typing import Literal
 import msgspec
 from msgspec.structs import replace
 
-from provenance.documents.blocks import Block
 from provenance.errors import UnreadableDocument
+from provenance.ingest.documents.blocks import Block
 from provenance.settings import SourcesSettings
 from provenance.sources.extract import CHOSEN, Extractor, extract
 from provenance.sources.fetch import Fetched, Fetcher

@@ -18,10 +18,10 @@ import lxml.html
 import trafilatura
 from lxml import etree
 
-from provenance.documents.blocks import Block, collapse
-from provenance.documents.html import read_html
-from provenance.documents.read import read_document
 from provenance.errors import UnreadableDocument
+from provenance.ingest.documents.blocks import Block, collapse
+from provenance.ingest.documents.html import read_html
+from provenance.ingest.documents.read import read_document
 from provenance.sources.fetch import Kind
 
 Extractor = Literal["reader", "trafilatura"]
