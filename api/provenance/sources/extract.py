@@ -2,7 +2,7 @@
 `rel=canonical`, and the ids of its headings (so a citation can point at `page#heading`).
 
 HTML content is read by one of two extractors, chosen on the test site's figures (docs/crawling.md):
-- `reader`: the HTML reader ingest uses (`documents.html`), which drops what the page marks as chrome
+- `reader`: the HTML reader ingest uses (`ingest.documents.html`), which drops what the page marks as chrome
   (`nav`, `aside`, forms, page `header`/`footer`, ARIA roles) and reads only `<main>` when there is one;
 - `trafilatura`: a maintained main-content extractor that also finds the content of pages that mark
   nothing; it hands back the content as HTML, which the HTML reader then reads (headings, lists, tables).
