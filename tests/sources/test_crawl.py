@@ -124,9 +124,18 @@ async def test_a_page_gone_from_a_link_crawled_site_is_removed_on_its_404(site: 
     first = await crawl(handbook(site), {}, FAST)
     gone = "/handbook/tools/adobe/"
     del site.pages[gone]
-    again = await crawl(handbook(site), known_after(first), FAST)
+    site.hits.clear()
+    known = known_after(first)
+    again = await crawl(handbook(site), known, FAST)
     page = next(p for p in again.pages if p.url == site.origin + gone)
     assert (page.outcome, page.reason) == ("removed", "http-404")
+    assert again.count("unchanged") == 245 and again.count("new", "changed") == 0
+    # Every URL the last sync met is asked for conditionally, the ?print=1 duplicates too, and answered 304;
+    # only links that never led to a page (404s: nothing to validate) are asked for plainly.
+    asked = [h for h in site.hits if h.path.startswith("/handbook/")]
+    assert all(h.conditional for h in asked if site.origin + h.path in known)
+    assert {h.status for h in asked if not h.conditional} == {404}
+    assert sum(h.status == 304 for h in asked) == 245 + 245  # pages and their copies, less the removed one's
 
 
 async def test_the_depth_and_page_limits_bound_a_crawl(site: SiteServer) -> None:

@@ -54,6 +54,9 @@ class Known(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     etag: str | None = None
     last_modified: str | None = None
     links: list[str] = []  # its same-origin links, canonical: the walk goes on through a 304
+    # A URL whose page names another as its rel=canonical: kept too, so that a re-sync asks for it
+    # conditionally and, on a 304, knows it for a duplicate without reading it again.
+    duplicate_of: str | None = None
 
 
 class Page(msgspec.Struct, kw_only=True, rename="camel"):
@@ -75,6 +78,9 @@ class Page(msgspec.Struct, kw_only=True, rename="camel"):
     blocks: list[Block] = msgspec.field(default_factory=list)
 
     def known(self) -> Known | None:
+        if self.reason == "duplicate" and self.etag is not None:
+            return Known(url=self.url, content_hash="", etag=self.etag, last_modified=self.last_modified,
+                         links=self.links, duplicate_of=self.detail)  # fmt: skip
         if self.content_hash is None:
             return None
         return Known(
@@ -201,6 +207,11 @@ class _Walk:
             url, etag=before.etag if before else None, last_modified=before.last_modified if before else None
         )
         base = Page(url=url, outcome="failed", depth=depth, status=got.status, fetch_ms=got.elapsed_ms)
+        if got.not_modified and before is not None and before.duplicate_of is not None:
+            return replace(
+                base, outcome="skipped", reason="duplicate", detail=before.duplicate_of, links=before.links,
+                etag=got.etag or before.etag, last_modified=got.last_modified or before.last_modified,
+            )  # fmt: skip
         if got.not_modified and before is not None:
             return replace(
                 base,
@@ -211,6 +222,8 @@ class _Walk:
                 links=before.links,
             )
         if got.gone and before is not None:
+            if before.duplicate_of is not None:  # nothing was stored under it, so nothing is removed
+                return replace(base, outcome="skipped", reason=f"http-{got.status}")
             return replace(base, outcome="removed", reason=f"http-{got.status}")
         if got.failure is not None or got.kind is None:
             return replace(base, outcome="failed", reason=got.failure or "no-body", detail=got.detail)
@@ -224,7 +237,10 @@ class _Walk:
         links = list(dict.fromkeys(u for href in read.links if (u := canonical(href, url))))
         declared = canonical(read.canonical, url) if read.canonical else None
         if declared and declared != url and within(declared, self.origin, self.prefix):
-            return replace(base, outcome="skipped", reason="duplicate", detail=declared, links=[declared])
+            return replace(
+                base, outcome="skipped", reason="duplicate", detail=declared, links=[declared],
+                etag=got.etag, last_modified=got.last_modified,
+            )  # fmt: skip
         digest = content_hash(read.blocks)
         unchanged = before is not None and before.content_hash == digest
         outcome: Outcome = "unchanged" if unchanged else "changed" if before is not None else "new"
@@ -257,7 +273,8 @@ class _Walk:
             self.fetcher.crawl_delay = robots.crawl_delay()
             sitemap, listed = await self.sitemap_pages(robots)
             if listed:
-                for url in set(self.known) - set(listed):
+                stored = {url for url, k in self.known.items() if k.duplicate_of is None}
+                for url in stored - set(listed):
                     self.record(Page(url=url, outcome="removed", reason="not-in-sitemap"))
                 await self.level([(u, 0) for u in listed], robots, follow=False)
             else:
