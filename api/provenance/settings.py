@@ -92,6 +92,23 @@ class IngestSettings(msgspec.Struct, frozen=True, kw_only=True):
     upload_max_request_bytes: int = 100_000_000
 
 
+class SourcesSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """The site crawler's bounds (`provenance.sources`). Politeness is per host: at most `concurrency`
+    requests at once, their starts at least `delay_s` apart (or robots.txt's Crawl-delay, if longer)."""
+
+    max_pages: int = 2000
+    max_depth: int = 10
+    concurrency: int = 1
+    delay_s: float = 1.0
+    page_timeout_s: float = 20.0
+    max_page_bytes: int = 5_000_000
+    max_redirects: int = 5
+    max_queries_per_path: int = 20
+    # Private, loopback and link-local addresses are refused after resolution, so that a shared deployment
+    # is not a way into its own network; tests and a crawl of an intranet on one's own machine allow them.
+    allow_private: bool = False
+
+
 class RetrievalSettings(msgspec.Struct, frozen=True, kw_only=True):
     k: int = 4
     mode: RetrievalMode = "hybrid"
@@ -281,6 +298,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     database: DatabaseSettings = msgspec.field(default_factory=DatabaseSettings)
     embedding: EmbeddingSettings = msgspec.field(default_factory=EmbeddingSettings)
     ingest: IngestSettings = msgspec.field(default_factory=IngestSettings)
+    sources: SourcesSettings = msgspec.field(default_factory=SourcesSettings)
     retrieval: RetrievalSettings = msgspec.field(default_factory=RetrievalSettings)
     gate: GateSettings = msgspec.field(default_factory=GateSettings)
     guards: GuardSettings = msgspec.field(default_factory=GuardSettings)
@@ -357,6 +375,15 @@ VARIABLES: dict[str, tuple[str | None, str]] = {
     "EMBED_BATCH_WAIT_MS": ("embedding", "batch_wait_ms"),
     "CORPUS_DIR": ("ingest", "corpus_dir"),
     "CHUNK_MAX_TOKENS": ("ingest", "chunk_max_tokens"),
+    "SOURCES_MAX_PAGES": ("sources", "max_pages"),
+    "SOURCES_MAX_DEPTH": ("sources", "max_depth"),
+    "SOURCES_CONCURRENCY": ("sources", "concurrency"),
+    "SOURCES_DELAY_S": ("sources", "delay_s"),
+    "SOURCES_PAGE_TIMEOUT_S": ("sources", "page_timeout_s"),
+    "SOURCES_MAX_PAGE_BYTES": ("sources", "max_page_bytes"),
+    "SOURCES_MAX_REDIRECTS": ("sources", "max_redirects"),
+    "SOURCES_MAX_QUERIES_PER_PATH": ("sources", "max_queries_per_path"),
+    "SOURCES_ALLOW_PRIVATE": ("sources", "allow_private"),
     "RETRIEVAL_K": ("retrieval", "k"),
     "RETRIEVAL_MODE": ("retrieval", "mode"),
     "HNSW_MIN_PASSAGES": ("retrieval", "hnsw_min_passages"),
@@ -525,6 +552,14 @@ def _service_checks(s: Settings) -> list[tuple[bool, str]]:
         (embedding.batch_size >= 1, "EMBED_BATCH_SIZE must be at least 1"),
         (embedding.batch_wait_ms >= 0, "EMBED_BATCH_WAIT_MS must not be negative"),
         (s.ingest.chunk_max_tokens >= 32, "CHUNK_MAX_TOKENS must be at least 32"),
+        (s.sources.max_pages >= 1, "SOURCES_MAX_PAGES must be at least 1"),
+        (s.sources.max_depth >= 0, "SOURCES_MAX_DEPTH must not be negative"),
+        (1 <= s.sources.concurrency <= 2, "SOURCES_CONCURRENCY must be 1 or 2 (requests at once to one host)"),
+        (s.sources.delay_s >= 0, "SOURCES_DELAY_S must not be negative"),
+        (s.sources.page_timeout_s > 0, "SOURCES_PAGE_TIMEOUT_S must be positive"),
+        (s.sources.max_page_bytes >= 1, "SOURCES_MAX_PAGE_BYTES must be positive"),
+        (0 <= s.sources.max_redirects <= 20, "SOURCES_MAX_REDIRECTS must be between 0 and 20"),
+        (s.sources.max_queries_per_path >= 1, "SOURCES_MAX_QUERIES_PER_PATH must be at least 1"),
         (1 <= s.retrieval.k <= 50, f"RETRIEVAL_K must be between 1 and 50, got {s.retrieval.k}"),
         (0.0 <= s.gate.threshold <= 1.0, f"GATE_THRESHOLD must be within [0, 1], got {s.gate.threshold}"),
         (0.0 <= s.gate.min_claim <= 1.0, f"GATE_MIN_CLAIM must be within [0, 1], got {s.gate.min_claim}"),
