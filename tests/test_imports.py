@@ -85,8 +85,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "access.clients",
         "access.wire",
     ),
-    # Data access and the model runtimes; the access and job tables.
-    ("store", "inference", "access.store", "jobs", "jobs.queue", "jobs.documents"),
+    # Data access, the model runtimes and the web crawler (what the service reads from outside it); the access
+    # and job tables.
+    ("store", "inference", "sources", "access.store", "jobs", "jobs.queue", "jobs.documents"),
     # The guards, over their tables, and telling who a request comes from (a key is checked as they check it).
     ("guards", "access.identify"),
     # Follow-up questions: who may read which conversation, and the batched writer of its turns.

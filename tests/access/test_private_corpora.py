@@ -281,3 +281,41 @@ def test_a_grant_taken_away_or_a_key_revoked_holds_from_the_next_request(server:
     assert status() == 200
     asyncio.run(change("revoke"))
     assert status() == 401
+
+
+def test_a_conversation_on_a_private_corpus_is_hidden_once_its_corpus_may_not_be_read(
+    server: LiveServer, setup: Setup
+) -> None:
+    async def change(step: str) -> str | None:
+        pool = await create_pool(setup.settings.database.url or "", setup.settings)
+        try:
+            access = AccessStore(pool)
+            if step == "create":
+                return await create_key(access, "talker", "reader", ["hr"])
+            assert await access.ungrant("talker", "hr")
+            return None
+        finally:
+            await pool.close()
+
+    key = asyncio.run(change("create"))
+    headers = {"Authorization": f"Bearer {key}"}
+    first = ask(server, headers, "hr")
+    assert first.status_code == 200, first.text
+    conversation = first.json()["conversationId"]
+
+    def read(who: dict[str, str]) -> httpx.Response:
+        return httpx.get(f"{server.url}/conversations/{conversation}", headers=who, timeout=30)
+
+    assert read(headers).status_code == 200
+    # Another key, even one that may read the corpus, is not the conversation's owner.
+    assert read(setup.headers["hr-editor"]).json()["error"]["code"] == "unknown_conversation"
+    asyncio.run(change("ungrant"))
+    hidden = read(headers)
+    assert hidden.status_code == 404 and hidden.json()["error"]["code"] == "unknown_conversation", hidden.text
+    follow_up = httpx.post(
+        f"{server.url}/ask",
+        json={"question": "And a full plot?", "conversationId": conversation},
+        headers=headers,
+        timeout=120,
+    )
+    assert follow_up.status_code == 404 and follow_up.json()["error"] == unknown("hr", "reader"), follow_up.text

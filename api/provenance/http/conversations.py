@@ -16,6 +16,7 @@ from litestar.enums import HttpMethod
 from litestar.openapi import ResponseSpec
 from litestar.params import FromPath, Parameter
 
+from provenance.access.identify import identify
 from provenance.conversations.service import Conversations, UnknownConversation
 from provenance.conversations.wire import Conversation
 from provenance.errors import ErrorEnvelope, ServiceError
@@ -86,7 +87,13 @@ class ConversationRoutes(Controller):
         conversation_id: FromPath[str] = _ID,
     ) -> Conversation:
         conversations, client = await _client(request, services)
-        return await conversations.read(conversation_id, client)
+        conversation = await conversations.read(conversation_id, client)
+        # A conversation is of its corpus: one this client may no longer read (a grant taken away, the corpus
+        # made private) is hidden with it, told as an unknown id like any other it may not see.
+        reader = await identify(services.access, request.headers.get("authorization"))
+        if not reader.reads(conversation.corpus):
+            raise UnknownConversation()
+        return conversation
 
     @delete(summary="Forget a conversation and its turns", status_code=204, responses=_RESPONSES)
     async def forget_conversation(
