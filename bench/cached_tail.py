@@ -193,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         parser.error("wrk is not installed: `make wrk` installs Debian's package")
-    from provenance.embedded_pg import start_embedded, stop_embedded
+    from provenance.store.embedded_pg import start_embedded, stop_embedded
 
     data_dir = Path(tempfile.mkdtemp(prefix="provenance-cached-tail-"))
     try:

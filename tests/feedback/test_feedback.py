@@ -471,6 +471,10 @@ async def test_hits_of_one_cached_answer_share_one_body_and_each_is_read_back_as
             request_id=f"hit-{i}",
             cached=True,
             total_ms=0.5 + i,
+            # Each request starts a conversation of its own: that belongs to the request, not the body.
+            conversation_id=f"conversation-{i}",
+            turn=1,
+            standalone_question=first.question,
             stages=msgspec.structs.replace(
                 first.stages, cache=CacheStage(status="hit", ms=0.1 * i, cached_at="2026-12-04T00:00:00+00:00")
             ),

@@ -38,6 +38,11 @@ MAX_PENDING = 20_000
 CLEANUP_EVERY_S = 600.0
 # Responses encoded between two yields to the event loop: ~2 ms of work, well under a cached answer's p99.
 SLICE = 64
+# How often what waits is encoded into rows, apart from how often rows are written (FEEDBACK_FLUSH_MS). A kept
+# response is dozens of objects Python's collector tracks; held for a whole flush interval they survived into
+# its oldest generation, whose full collections then walked the whole heap and held every request for
+# 100-150 ms every few seconds. Encoded within 20 ms they die young, and the rows are untracked strings.
+ENCODE_EVERY_S = 0.02
 
 _encoder = msgspec.json.Encoder()
 
@@ -71,6 +76,7 @@ class ResponseLog:
         self._settings_json = _encoder.encode(served).decode()
         self._settings_key = hashlib.blake2b(self._settings_json.encode()).digest()
         self._pending: list[tuple[AskResponse, float]] = []
+        self._rows: list[KeptResponse] = []  # encoded, waiting for the next write
         self._task: asyncio.Task[None] | None = None
         self._dropped = 0
         self._sweeper = Sweeper(
@@ -88,38 +94,49 @@ class ResponseLog:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="response-log")
 
     def _trim(self) -> None:
-        over = len(self._pending) - MAX_PENDING
+        """Bound what waits, encoded or not, dropping the oldest (the rows are older than the responses)."""
+        over = self.pending - MAX_PENDING
         if over > 0:
-            del self._pending[:over]
+            rows = min(over, len(self._rows))
+            del self._rows[:rows]
+            del self._pending[: over - rows]
             self._dropped += over
 
     @property
     def pending(self) -> int:
-        return len(self._pending)
+        return len(self._pending) + len(self._rows)
 
     async def _run(self) -> None:
+        written = time.monotonic()
         while True:
-            await asyncio.sleep(self.flush_s)
-            await self.flush()
+            await asyncio.sleep(ENCODE_EVERY_S)
+            await self._encode()
+            if time.monotonic() - written >= self.flush_s:
+                written = time.monotonic()
+                await self.flush()
 
-    async def flush(self) -> int:
-        """Write what waits, now; a failed write keeps it for the next (up to MAX_PENDING)."""
-        if not self._pending:
-            return 0
+    async def _encode(self) -> None:
+        """What waits, as rows: SLICE at a time, the loop let go between slices."""
         batch, self._pending = self._pending, []
-        rows: list[KeptResponse] = []
         for start in range(0, len(batch), SLICE):
             if start:
                 await asyncio.sleep(0)  # let the requests that arrived meanwhile run
-            rows.extend(
+            self._rows.extend(
                 _row(response, at, self._settings_json, self._settings_key)
                 for response, at in batch[start : start + SLICE]
             )
+
+    async def flush(self) -> int:
+        """Write what waits, now; a failed write keeps it for the next (up to MAX_PENDING)."""
+        await self._encode()
+        if not self._rows:
+            return 0
+        rows, self._rows = self._rows, []
         try:
             kept = await self.store.keep_responses(rows)
         except BaseException as exc:
             # Kept for the next write, the oldest first; a cancelled write (shutdown) too, for aclose's.
-            self._pending[:0] = batch
+            self._rows[:0] = rows
             self._trim()
             if not isinstance(exc, Exception):
                 raise
@@ -154,6 +171,10 @@ class _Envelope(Wire):
     cached: bool
     total_ms: float
     stages: _DoorStages
+    # The request's conversation (issue 44): a new one on every first turn, so never part of a shared body.
+    conversation_id: str | None
+    turn: int | None
+    standalone_question: str | None
 
 
 _DEFAULT_DOOR = {"bot_check": BotCheckStage(), "cache": CacheStage(), "rate_limit": RateLimitStage()}
@@ -168,6 +189,9 @@ def _row(response: AskResponse, at: float, settings_json: str, settings_key: byt
         stages=_DoorStages(
             bot_check=stages.bot_check, cache=stages.cache, rate_limit=stages.rate_limit, admission=stages.admission
         ),
+        conversation_id=response.conversation_id,
+        turn=response.turn,
+        standalone_question=response.standalone_question,
     )
     body = msgspec.structs.replace(
         response,
@@ -175,6 +199,9 @@ def _row(response: AskResponse, at: float, settings_json: str, settings_key: byt
         cached=False,
         total_ms=0.0,
         stages=msgspec.structs.replace(stages, **_DEFAULT_DOOR, admission=AdmissionStage()),
+        conversation_id=None,
+        turn=None,
+        standalone_question=None,
     )
     body_json = _encoder.encode(body)
     # Keyed by the settings' own digest: one body answered under other settings is another row.

@@ -13,10 +13,11 @@ from provenance.store.pool import MAINTENANCE_TIMEOUT_S, Pooled
 # --- readers' feedback: recent responses and their verdicts (007_feedback.sql) ----------------------------
 
 
-class KeptResponse(msgspec.Struct, frozen=True):
+class KeptResponse(msgspec.Struct, frozen=True, gc=False):
     """One served response, as the response log writes it: its columns, its envelope (what this request
     changed) and its body's digest; `body_json` and `settings_json` are written once per digest
-    (010_response_bodies.sql)."""
+    (010_response_bodies.sql). Untracked by Python's collector (gc=False: strings and scalars, no cycle), so
+    the rows that wait for a write cost a full collection nothing."""
 
     request_id: str
     question: str
