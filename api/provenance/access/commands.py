@@ -46,7 +46,7 @@ def add_key_arguments(keys_sub: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 class CommandMistake(Exception):
-    """A user's mistake: the command line prints it as one line and exits 2 (provenance.cli.Mistake)."""
+    """A user's mistake: the command line prints it as one line and exits 2 (provenance.cli.common.Mistake)."""
 
 
 def check_corpus_name(name: str) -> None:
