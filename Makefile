@@ -8,7 +8,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export HOST PORT
 
-.PHONY: install run test lint typecheck fmt bench bench-tail soak evals chromium promtool wrk screenshots clean train llm-evals
+.PHONY: install run test lint typecheck fmt bench bench-tail soak evals chromium promtool wrk screenshots clean train llm-evals settings-table
 
 install: $(STAMP)
 
@@ -57,6 +57,10 @@ lint:
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# Rewrites README.md's settings table from the fields of api/provenance/settings (their env, default and help).
+settings-table: install
+	$(BIN)/python -m provenance.settings.readme
 
 fmt:
 	$(BIN)/ruff format .

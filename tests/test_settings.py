@@ -1,11 +1,20 @@
-import re
 from pathlib import Path
 
 import msgspec
 import pytest
 
 from provenance.errors import SettingsError
-from provenance.settings import REPO_ROOT, VARIABLES, Settings, load_settings
+from provenance.settings import (
+    DECLARED,
+    REPO_ROOT,
+    VARIABLES,
+    AnthropicSettings,
+    OpenAISettings,
+    Settings,
+    StreamedCallSettings,
+    load_settings,
+)
+from provenance.settings.readme import readme_table, table_in
 
 
 def test_defaults_choose_local_profile_without_a_key() -> None:
@@ -73,10 +82,77 @@ def test_every_setting_has_one_variable() -> None:
     assert set(VARIABLES.values()) == fields
 
 
-def test_the_readme_table_names_real_variables() -> None:
-    table = (REPO_ROOT / "README.md").read_text().split("| variable | default | meaning |")[1].split("\n\n")[0]
-    named = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", "\n".join(line.split("|")[1] for line in table.splitlines()[2:])))
-    assert named and named <= set(VARIABLES)
+def test_the_readme_table_is_what_the_fields_generate() -> None:
+    # `make settings-table` rewrites it; a field's variable, default or help changed without it fails here.
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert table_in(readme) == readme_table()
+    assert readme_table().count("\n| `") == len(VARIABLES)
+
+
+def test_the_readme_table_states_defaults_as_an_operator_writes_them() -> None:
+    rows = {line.split(" | ")[0].strip("| `"): line.split(" | ")[1] for line in readme_table().splitlines()[2:]}
+    assert rows["DB_TIMEOUT_S"] == "`2`" and rows["GATE_THRESHOLD"] == "`0.7`"
+    assert rows["SOURCES_ALLOW_PRIVATE"] == "`false`" and rows["CORPUS_DIR"] == "`corpus/`"
+    assert rows["OPENAI_MODEL"] == "unset" and rows["ASK_CONCURRENCY"] == "cores"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        # Timeouts and sizes are positive: a negative DB_TIMEOUT_S was accepted once.
+        ({"DB_TIMEOUT_S": "-1"}, "DB_TIMEOUT_S must be positive, got -1"),
+        ({"DB_TIMEOUT_S": "0"}, "DB_TIMEOUT_S must be positive, got 0"),
+        ({"REQUEST_READ_TIMEOUT_S": "-0.5"}, "REQUEST_READ_TIMEOUT_S must be positive, got -0.5"),
+        ({"TURNSTILE_TIMEOUT_S": "0"}, "TURNSTILE_TIMEOUT_S must be positive, got 0"),
+        ({"UPLOAD_MAX_FILE_BYTES": "0"}, "UPLOAD_MAX_FILE_BYTES must be at least 1, got 0"),
+        ({"PORT": "70000"}, "PORT must be within [1, 65535], got 70000"),
+        ({"SOURCES_CONCURRENCY": "3"}, "SOURCES_CONCURRENCY must be within [1, 2], got 3"),
+        ({"FEEDBACK_FLUSH_MS": "0"}, "FEEDBACK_FLUSH_MS must be within (0, 60000], got 0"),
+        ({"ASK_QUEUE_MAX": "-1"}, "ASK_QUEUE_MAX must not be negative, got -1"),
+        ({"JUDGE_CTX": "511"}, "JUDGE_CTX must be at least 512, got 511"),
+        ({"ANTHROPIC_TOKEN_GAP_S": "0"}, "ANTHROPIC_TOKEN_GAP_S must be positive, got 0"),
+        # What a bound can't say stays a rule of its own: 0, or a budget of at least 32.
+        ({"OPENAI_PASSAGE_TOKENS": "8"}, "OPENAI_PASSAGE_TOKENS must be 0 (no budget: every passage whole)"),
+        ({"ANTHROPIC_PASSAGE_TOKENS": "-8"}, "ANTHROPIC_PASSAGE_TOKENS must not be negative, got -8"),
+        ({"DB_POOL_MIN": "5", "DB_POOL_MAX": "2"}, "DB_POOL_MIN/DB_POOL_MAX are inconsistent"),
+    ],
+)
+def test_a_value_out_of_bounds_is_one_line_naming_its_variable(env: dict[str, str], message: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        load_settings(env)
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+
+
+def _bounded() -> list[tuple[str, float, float]]:
+    """Every variable with a bound, with the last value inside it and the first outside (the low end)."""
+    cases = []
+    for v in DECLARED:
+        low, exclusive = (v.meta.ge, False) if v.meta.ge is not None else (v.meta.gt, True)
+        if low is not None:
+            step = 0.5 if isinstance(v.default, float) else 1
+            cases.append((v.name, low + step if exclusive else low, low if exclusive else low - step))
+    return cases
+
+
+@pytest.mark.parametrize(("variable", "inside", "outside"), _bounded())
+def test_every_bound_declared_on_a_field_is_checked(variable: str, inside: float, outside: float) -> None:
+    # GATE_RELEVANCE at its floor needs the uncertain floor below it (a rule across the two).
+    alongside = {"GATE_RELEVANCE_UNCERTAIN": "0"} if variable == "GATE_RELEVANCE" else {}
+    load_settings({variable: str(inside), **alongside})
+    with pytest.raises(SettingsError, match=rf"^{variable} must "):
+        load_settings({variable: str(outside)})
+
+
+def test_the_two_profiles_streamed_calls_share_one_base() -> None:
+    shared = {f.name for f in msgspec.structs.fields(StreamedCallSettings)}
+    assert {"timeout_s", "first_token_s", "prompt_tokens_per_s", "token_gap_s", "max_retries"} <= shared
+    for profile, prefix in ((AnthropicSettings, "ANTHROPIC_"), (OpenAISettings, "OPENAI_")):
+        assert issubclass(profile, StreamedCallSettings)
+        names = {v.name for v in DECLARED if v.group == profile.__name__.removesuffix("Settings").lower()}
+        assert {prefix + field.upper() for field in shared} <= names
+    s = load_settings({"OPENAI_TOKEN_GAP_S": "7", "ANTHROPIC_TIMEOUT_S": "9"})
+    assert (s.openai.bounds.gap_s, s.anthropic.bounds.ceiling_s) == (7.0, 9.0)
+    assert (s.openai.bounds.ceiling_s, s.anthropic.bounds.gap_s) == (300.0, 10.0)  # each keeps its own defaults
 
 
 def test_a_bad_value_in_a_group_names_its_variable() -> None:
