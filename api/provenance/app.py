@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,35 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     """Build the app. Settings are read from the environment when not given; a bad value stops start-up."""
     settings = settings or load_settings()
     configure_logging(settings.server.log_level)
+    route_handlers, before_send = _routes(settings)
+    app = Litestar(
+        route_handlers=route_handlers,
+        lifespan=[_lifespan(settings, services)],
+        middleware=[request_middleware(settings.server.request_read_timeout_s)],
+        before_send=before_send,
+        exception_handlers=EXCEPTION_HANDLERS,
+        dependencies={"services": Provide(provide_services, sync_to_thread=False)},
+        openapi_config=OpenAPIConfig(title="Provenance", version=__version__, path="/schema"),
+        request_max_body_size=settings.server.request_max_body_bytes,
+        # Every JSON body's strings are checked as it is decoded (provenance.http.inputs).
+        request_class=CheckedRequest,
+        cors_config=_cors(settings),
+        debug=False,
+        # Logging is configured once, by configure_logging above: Litestar's default would put a plain-text
+        # handler of its own on the root logger, and asyncpg's and uvicorn's records would bypass the JSON.
+        logging_config=None,
+    )
+    declare_request_constraints(app.openapi_schema, settings)
+    declare_streaming(app.openapi_schema)
+    declare_feedback_constraints(app.openapi_schema)
+    declare_corpus_admin_constraints(app.openapi_schema)
+    # Last, so that it sees every other declaration: the string rule on every parameter and body string.
+    declare_string_rule(app.openapi_schema)
+    return app
+
+
+def _lifespan(settings: Settings, services: Services | None) -> Callable[[Litestar], AbstractAsyncContextManager[None]]:
+    """Start-up and shut-down: the services (built here unless given), and the ingest workers beside the API."""
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -70,6 +99,11 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             if settings.metrics.enabled:
                 worker_stopped()
 
+    return lifespan
+
+
+def _routes(settings: Settings) -> tuple[list[Any], list[Any]]:
+    """The route handlers and the before-send hooks, as the settings turn parts on and off."""
     route_handlers: list[Any] = [*CORPUS_ADMIN_ROUTES, *ROUTES, *DOCUMENT_ROUTES]
     before_send: list[Any] = [security_headers]
     if settings.metrics.enabled:
@@ -83,36 +117,14 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         route_handlers.append(
             create_static_files_router(path="/", directories=[Path(WEB_DIR)], html_mode=True, name="web")
         )
-    cors = (
-        CORSConfig(
-            allow_origins=list(settings.server.cors_origins),
-            allow_methods=["GET", "POST", "DELETE"],
-            allow_headers=["*"],
-        )
-        if settings.server.cors_origins
-        else None
+    return route_handlers, before_send
+
+
+def _cors(settings: Settings) -> CORSConfig | None:
+    if not settings.server.cors_origins:
+        return None
+    return CORSConfig(
+        allow_origins=list(settings.server.cors_origins),
+        allow_methods=["GET", "POST", "DELETE"],
+        allow_headers=["*"],
     )
-    app = Litestar(
-        route_handlers=route_handlers,
-        lifespan=[lifespan],
-        middleware=[request_middleware(settings.server.request_read_timeout_s)],
-        before_send=before_send,
-        exception_handlers=EXCEPTION_HANDLERS,
-        dependencies={"services": Provide(provide_services, sync_to_thread=False)},
-        openapi_config=OpenAPIConfig(title="Provenance", version=__version__, path="/schema"),
-        request_max_body_size=settings.server.request_max_body_bytes,
-        # Every JSON body's strings are checked as it is decoded (provenance.http.inputs).
-        request_class=CheckedRequest,
-        cors_config=cors,
-        debug=False,
-        # Logging is configured once, by configure_logging above: Litestar's default would put a plain-text
-        # handler of its own on the root logger, and asyncpg's and uvicorn's records would bypass the JSON.
-        logging_config=None,
-    )
-    declare_request_constraints(app.openapi_schema, settings)
-    declare_streaming(app.openapi_schema)
-    declare_feedback_constraints(app.openapi_schema)
-    declare_corpus_admin_constraints(app.openapi_schema)
-    # Last, so that it sees every other declaration: the string rule on every parameter and body string.
-    declare_string_rule(app.openapi_schema)
-    return app

@@ -238,40 +238,7 @@ def render(
     suite_path: Path,
     seconds: float,
 ) -> str:
-    f, a = score(followed), score(alone)
-
-    def ratio(x: float | None, y: float | None) -> str:
-        return "n/a" if x is None or not y else f"{x / y:.2f}"
-
-    rows = [
-        [
-            "answered correctly",
-            pct(f.answered_correctly),
-            pct(a.answered_correctly),
-            ratio(f.answered_correctly, a.answered_correctly),
-        ],
-        ["fabrication", pct(f.fabrication), pct(a.fabrication), ""],
-        ["unanswerable answered", str(f.unanswerable_answered), str(a.unanswerable_answered), ""],
-        ["wrong premise confirmed", str(f.wrong_premise_confirmed), str(a.wrong_premise_confirmed), ""],
-        [f"retrieval recall@{settings.retrieval.k}", pct(f.recall), pct(a.recall), ratio(f.recall, a.recall)],
-    ]
-    kinds = sorted({k for r in followed for k in r.kinds})
-    by_kind = []
-    for kind in kinds:
-        fk, ak = score([r for r in followed if kind in r.kinds]), score([r for r in alone if kind in r.kinds])
-        by_kind.append(
-            [
-                kind,
-                str(fk.n),
-                pct(fk.answered_correctly),
-                pct(ak.answered_correctly),
-                pct(fk.fabrication),
-                pct(ak.fabrication),
-            ]
-        )
-    condense = _p50([r.condense_ms for r in followed])
-    retrieval_f, retrieval_a = _p50([r.retrieval_ms for r in followed]), _p50([r.retrieval_ms for r in alone])
-    misses = [r for r in followed if not r.correct or r.fabricated]
+    f = score(followed)
     lines = [
         f"# Conversations: {profile} profile",
         "",
@@ -281,36 +248,86 @@ def render(
         f" hand-written standalone question alone. Gate threshold {settings.gate.threshold}, k={settings.retrieval.k},"
         f" retrieval {settings.retrieval.mode}. {seconds:.0f} s on a shared machine.",
         "",
-        *table(["follow-ups", "in conversation", "standalone (ceiling)", "ratio"], "lrrr", rows),
+        *table(
+            ["follow-ups", "in conversation", "standalone (ceiling)", "ratio"],
+            "lrrr",
+            _summary_rows(f, score(alone), settings.retrieval.k),
+        ),
         "",
-        f"Condense stage p50 {condense:.2f} ms; retrieval p50 {retrieval_f:.1f} ms for the follow-ups (the fused"
-        f" queries) against {retrieval_a:.1f} ms for the standalone questions."
-        if condense is not None and retrieval_f is not None and retrieval_a is not None
-        else "",
+        _timings(followed, alone),
         "",
         "## By kind",
         "",
         *table(
             ["kind", "n", "correct (conv.)", "correct (standalone)", "fabricated (conv.)", "fabricated (standalone)"],
             "lrrrrr",
-            by_kind,
+            _kind_rows(followed, alone),
         ),
         "",
         "## Follow-ups not answered correctly, or fabricated",
         "",
-        *table(
-            ["turn", "asked", "searched", "outcome"],
-            "llll",
-            [
-                [
-                    f"{r.conversation} t{r.turn}",
-                    cell(r.question),
-                    cell(r.searched),
-                    f"{r.status}{' (' + r.reason + ')' if r.reason else ''}{' FABRICATED' if r.fabricated else ''}",
-                ]
-                for r in misses
-            ],
-        ),
+        *table(["turn", "asked", "searched", "outcome"], "llll", _miss_rows(followed)),
         "",
     ]
     return "\n".join(lines)
+
+
+def _ratio(x: float | None, y: float | None) -> str:
+    return "n/a" if x is None or not y else f"{x / y:.2f}"
+
+
+def _summary_rows(f: SuiteScore, a: SuiteScore, k: int) -> list[list[str]]:
+    """The follow-ups in their conversation against their standalone questions, the ceiling."""
+    return [
+        [
+            "answered correctly",
+            pct(f.answered_correctly),
+            pct(a.answered_correctly),
+            _ratio(f.answered_correctly, a.answered_correctly),
+        ],
+        ["fabrication", pct(f.fabrication), pct(a.fabrication), ""],
+        ["unanswerable answered", str(f.unanswerable_answered), str(a.unanswerable_answered), ""],
+        ["wrong premise confirmed", str(f.wrong_premise_confirmed), str(a.wrong_premise_confirmed), ""],
+        [f"retrieval recall@{k}", pct(f.recall), pct(a.recall), _ratio(f.recall, a.recall)],
+    ]
+
+
+def _kind_rows(followed: Sequence[TurnResult], alone: Sequence[TurnResult]) -> list[list[str]]:
+    rows = []
+    for kind in sorted({k for r in followed for k in r.kinds}):
+        fk, ak = score([r for r in followed if kind in r.kinds]), score([r for r in alone if kind in r.kinds])
+        rows.append(
+            [
+                kind,
+                str(fk.n),
+                pct(fk.answered_correctly),
+                pct(ak.answered_correctly),
+                pct(fk.fabrication),
+                pct(ak.fabrication),
+            ]
+        )
+    return rows
+
+
+def _timings(followed: Sequence[TurnResult], alone: Sequence[TurnResult]) -> str:
+    condense = _p50([r.condense_ms for r in followed])
+    retrieval_f, retrieval_a = _p50([r.retrieval_ms for r in followed]), _p50([r.retrieval_ms for r in alone])
+    if condense is None or retrieval_f is None or retrieval_a is None:
+        return ""
+    return (
+        f"Condense stage p50 {condense:.2f} ms; retrieval p50 {retrieval_f:.1f} ms for the follow-ups (the fused"
+        f" queries) against {retrieval_a:.1f} ms for the standalone questions."
+    )
+
+
+def _miss_rows(followed: Sequence[TurnResult]) -> list[list[str]]:
+    return [
+        [
+            f"{r.conversation} t{r.turn}",
+            cell(r.question),
+            cell(r.searched),
+            f"{r.status}{' (' + r.reason + ')' if r.reason else ''}{' FABRICATED' if r.fabricated else ''}",
+        ]
+        for r in followed
+        if not r.correct or r.fabricated
+    ]
