@@ -229,11 +229,11 @@ _WHERE = {var.lower(): where for var, where in VARIABLES.items()}
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Build Settings from environment variables; a bad value raises SettingsError naming the variable."""
-    env = os.environ if environ is None else environ
+    source = os.environ if environ is None else environ
     top: dict[str, object] = {}
     grouped: dict[str, dict[str, object]] = {}
     for var in DECLARED:
-        raw = env.get(var.name)
+        raw = source.get(var.name)
         if raw is None or raw.strip() == "":
             continue
         value = _coerce(var.name, raw, var.default)
@@ -241,7 +241,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             raise SettingsError(error)
         (top if var.group is None else grouped.setdefault(var.group, {}))[var.field] = value
     top.setdefault("profile", "anthropic" if grouped.get("anthropic", {}).get("api_key") else "local")
-    _local_models_alias(env, top)
+    _local_models_alias(source, top)
     try:
         settings = msgspec.convert({**top, **grouped}, Settings, strict=False)
     except msgspec.ValidationError as exc:
@@ -255,8 +255,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
 LOCAL_MODELS_ALIAS = "LOCAL_MODELS"
 
 
-def _local_models_alias(env: Mapping[str, str], top: dict[str, object]) -> None:
-    raw = (env.get(LOCAL_MODELS_ALIAS) or "").strip()
+def _local_models_alias(source: Mapping[str, str], top: dict[str, object]) -> None:
+    raw = (source.get(LOCAL_MODELS_ALIAS) or "").strip()
     if not raw:
         return
     if raw not in ("features", "trained"):

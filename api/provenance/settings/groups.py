@@ -338,7 +338,8 @@ CallFirstToken = Annotated[
     float,
     env(
         "FIRST_TOKEN_S",
-        "the first token is due within this plus the prompt's tokens (twice) at `..._PROMPT_TOKENS_PER_S`",
+        "the first token is due within this plus the prompt's tokens (twice) at the same profile's "
+        "`PROMPT_TOKENS_PER_S`",
         gt=0,
     ),
 ]
