@@ -24,6 +24,8 @@ def test_a_pronoun_is_replaced_by_the_previous_questions_topic_as_written() -> N
     assert topic(MAKER) == "Maker membership"
     assert standalone("Is it cheaper for students?", MAKER) == ("pronoun", "Is Maker membership cheaper for students?")
     assert standalone("So that's $50, right?", MAKER) == ("pronoun", "So Maker membership is $50, right?")
+    # The word after "how" is the question's measure, not its subject.
+    assert topic("How long a lunch break can I take?") == "lunch break"
     # "they" stands for several: the previous question's first plural.
     assert topic("How many guests can a member bring?", plural=True) == "guests"
     assert standalone("Can they bring their kids?", "How many guests can a member bring?")[1] == (

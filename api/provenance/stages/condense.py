@@ -102,6 +102,12 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
     return [(m.start(), m.end(), m.group(0)) for m in _TOKEN.finditer(text)]
 
 
+def _asking(spans: Sequence[tuple[int, int, str]], i: int) -> bool:
+    """Whether the word is part of the ask, not the subject: the word after "how" ("how long", "how quickly",
+    "how often") is always the question's measure, never its topic."""
+    return i > 0 and spans[i - 1][2].lower() == "how"
+
+
 _CARRIED = re.compile(r"\(([^()]*)\)\s*[?.!]*\s*$")
 
 
@@ -114,8 +120,9 @@ def topic(previous: str, plural: bool = False) -> str:
         # "Can I go (board meet)?": the subject a short question was given is what a pronoun after it means.
         previous = carried.group(1)
     runs: list[list[str]] = [[]]
-    for _, _, w in _spans(previous):
-        if _meaningful(w.lower()):
+    spans = _spans(previous)
+    for i, (_, _, w) in enumerate(spans):
+        if _meaningful(w.lower()) and not _asking(spans, i):
             runs[-1].append(w)
         elif runs[-1]:
             runs.append([])
@@ -165,7 +172,7 @@ _CLOSING_ONE = re.compile(r"\bone\s*[?.!]*\s*$", re.IGNORECASE)
 def subject_of(question: str) -> str:
     """A question without its asking words and closing mark: "When does the board meet?" -> "board meet"."""
     spans = _spans(question)
-    start = next((i for i, (_, _, w) in enumerate(spans) if _meaningful(w.lower())), None)
+    start = next((i for i, (_, _, w) in enumerate(spans) if _meaningful(w.lower()) and not _asking(spans, i)), None)
     if start is None:
         return ""
     return question[spans[start][0] :].strip().rstrip("?.!").strip()
