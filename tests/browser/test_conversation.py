@@ -50,7 +50,7 @@ async def test_a_three_turn_thread_with_a_refusal_in_the_middle_survives_a_reloa
         await follow_up(page, STUDENTS)
         await current(page, "answered")
         # What was searched is shown where it differs from what was typed.
-        await expect(page.locator("#result [data-testid=standalone]")).to_contain_text("maker membership")
+        await expect(page.locator("#result [data-testid=standalone]")).to_contain_text("Maker membership")
         await follow_up(page, UNCOVERED, keyboard=True)
         await current(page, "refused")
         turns = page.get_by_test_id("turn")
@@ -58,14 +58,14 @@ async def test_a_three_turn_thread_with_a_refusal_in_the_middle_survives_a_reloa
         # Each earlier turn keeps its own verdict and evidence.
         await expect(turns.nth(0).get_by_test_id("verdict")).to_have_attribute("data-status", "answered")
         await expect(turns.nth(1).get_by_test_id("verdict")).to_have_attribute("data-status", "answered")
-        await expect(turns.nth(1).get_by_test_id("standalone")).to_contain_text("maker membership")
+        await expect(turns.nth(1).get_by_test_id("standalone")).to_contain_text("Maker membership")
         assert await page.evaluate(WIDER_THAN_VIEWPORT) == []
 
         await page.reload()
         kept = page.get_by_test_id("turn")
         await expect(kept).to_have_count(3)
         await expect(kept.nth(0)).to_contain_text("$85")
-        await expect(kept.nth(1).get_by_test_id("standalone")).to_contain_text("maker membership")
+        await expect(kept.nth(1).get_by_test_id("standalone")).to_contain_text("Maker membership")
         await expect(kept.nth(2)).to_have_attribute("data-status", "refused")
         # A refused turn shows no answer text after the reload either.
         assert "$" not in await kept.nth(2).inner_text()

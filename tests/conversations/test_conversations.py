@@ -115,7 +115,7 @@ def test_a_question_starts_a_conversation_and_its_follow_up_is_turn_two_with_wha
     condense = second["stages"]["condense"]
     assert condense["status"] == "ok" and condense["method"] == "fused"
     # The pronoun stands for the previous question's topic in what was searched.
-    assert second["standaloneQuestion"] == "Is maker membership cheaper for students?"
+    assert second["standaloneQuestion"] == "Is Maker membership cheaper for students?"
     assert condense["carriedPassageIds"] == [c["passageId"] for c in first["citations"]]
     retrieved = {p["id"] for p in second["stages"]["retrieval"]["passages"]}
     assert set(condense["carriedPassageIds"]) <= retrieved

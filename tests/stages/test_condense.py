@@ -3,15 +3,75 @@ follow-up speaks to its own words."""
 
 from __future__ import annotations
 
-from provenance.stages.condense import Previous, condense, fuse, kind_of, speaks_to, standalone, topic
+from provenance.inference.embedder import Embedder
+from provenance.stages.condense import (
+    Previous,
+    clean,
+    condense,
+    fuse,
+    kind_of,
+    speaks_to,
+    standalone,
+    subject_of,
+    topic,
+)
+from provenance.verifiers.vectors import WordVectors
 
 MAKER = "How much is Maker membership per month?"
 
 
-def test_a_pronoun_is_replaced_by_the_previous_questions_topic() -> None:
-    assert topic(MAKER) == "maker membership"
-    assert standalone("Is it cheaper for students?", MAKER) == ("pronoun", "Is maker membership cheaper for students?")
-    assert standalone("So that's $50, right?", MAKER) == ("pronoun", "So maker membership is $50, right?")
+def test_a_pronoun_is_replaced_by_the_previous_questions_topic_as_written() -> None:
+    assert topic(MAKER) == "Maker membership"
+    assert standalone("Is it cheaper for students?", MAKER) == ("pronoun", "Is Maker membership cheaper for students?")
+    assert standalone("So that's $50, right?", MAKER) == ("pronoun", "So Maker membership is $50, right?")
+    # The word after "how" is the question's measure, not its subject.
+    assert topic("How long a lunch break can I take?") == "lunch break"
+    # "they" stands for several: the previous question's first plural.
+    assert topic("How many guests can a member bring?", plural=True) == "guests"
+    assert standalone("Can they bring their kids?", "How many guests can a member bring?")[1] == (
+        "Can guests bring their kids?"
+    )
+    # "one" closing a question stands for the thing already named; anywhere else it is a number.
+    assert standalone("Do Keyholders have to pay for one?", "How much is a large locker?")[1] == (
+        "Do Keyholders have to pay for large locker?"
+    )
+    assert kind_of("Can I bring one guest on Saturdays?") == "alone"
+
+
+def test_what_a_follow_up_says_before_its_ask_is_dropped_and_an_announced_new_subject_stands_alone() -> None:
+    assert clean("Different question: when is the AGM?") == ("When is the AGM?", True)
+    assert clean("OK, where can I leave my bike?") == ("Where can I leave my bike?", False)
+    # A colon inside the ask is not an announcement.
+    assert clean("What does this mean: flat rate?") == ("What does this mean: flat rate?", False)
+    assert standalone("Switching topics: who is the Safety Officer?", MAKER) == (
+        "switch",
+        "Who is the Safety Officer?",
+    )
+
+
+def test_a_short_question_is_given_the_previous_questions_subject_not_its_ask() -> None:
+    assert subject_of("When does the board meet?") == "board meet"
+    assert standalone("Can I go?", "When does the board meet?") == ("question", "Can I go (board meet)?")
+    # A pronoun after it means that subject.
+    assert topic("Can I go (board meet)?") == "board meet"
+
+
+def test_an_elliptic_phrase_takes_the_place_of_the_previous_questions_word_of_its_kind(embedder: Embedder) -> None:
+    similar = WordVectors(embedder).similarity
+    assert standalone("What about weekends?", "What time does the space open on a Tuesday?", similar) == (
+        "replaced",
+        "What time does the space open on weekends?",
+    )
+    assert standalone("And the large one?", "How much is a small locker?", similar)[1] == "How much is a large locker?"
+    # A name stands for a name, however far apart their vectors.
+    assert standalone("And a Maker?", "How many guests can a Community member bring?", similar)[1] == (
+        "How many guests can a Maker member bring?"
+    )
+    # Nothing of its kind in the previous question: the phrase is read after it, as without vectors.
+    assert standalone("And for students?", MAKER, similar) == (
+        "ellipsis",
+        "How much is Maker membership per month for students?",
+    )
 
 
 def test_an_elliptic_follow_up_is_read_after_the_previous_question_and_a_question_of_its_own_stands() -> None:
@@ -30,7 +90,11 @@ async def test_the_local_method_fuses_the_follow_up_with_its_reading_and_carries
     assert out.queries == ["And the large one?", out.standalone] and out.carried == ["a", "b"]
     assert out.own_terms == ["larg"]
     alone = await condense("Is there car parking for members?", previous, None, max_chars=500)
-    assert alone.queries == ["Is there car parking for members?"] and alone.own_terms == []
+    # A question of its own is judged as asked and searched after the previous question too.
+    assert alone.standalone == "Is there car parking for members?" and alone.own_terms == []
+    assert alone.queries == ["Is there car parking for members?", f"Is there car parking for members? {MAKER}"]
+    switched = await condense("New topic: is there car parking for members?", previous, None, max_chars=500)
+    assert switched.queries == ["New topic: is there car parking for members?", "Is there car parking for members?"]
 
 
 def test_an_answer_that_holds_none_of_an_elliptic_follow_ups_own_words_does_not_speak_to_it() -> None:

@@ -16,7 +16,8 @@ from litestar.enums import HttpMethod
 from litestar.openapi import ResponseSpec
 from litestar.params import FromPath, Parameter
 
-from provenance.access.identify import identify
+from provenance.access.clients import Client
+from provenance.access.identify import anonymous
 from provenance.conversations.service import Conversations, UnknownConversation
 from provenance.conversations.wire import Conversation
 from provenance.errors import ErrorEnvelope, ServiceError
@@ -43,7 +44,9 @@ _RESPONSES = {
 }
 
 
-async def _client(request: Request[Any, Any, State], services: Services) -> tuple[Conversations, str]:
+async def _client(request: Request[Any, Any, State], services: Services) -> tuple[Conversations, str, Client]:
+    """The conversations, the owner the client is to them, and what it may read: one check of its key,
+    which gives both (a key's owner is its name, as /ask takes it; without a key, its address)."""
     conversations = services.pipeline.conversations
     if conversations is None:
         raise UnknownConversation()
@@ -52,16 +55,16 @@ async def _client(request: Request[Any, Any, State], services: Services) -> tupl
     client_ip = guards.client_ip(request.client.host if request.client else None, headers)
     authorization = headers.get("authorization")
     if authorization is None:
-        return conversations, client_ip
+        return conversations, client_ip, await anonymous(services.access)
     bot = await guards.bot_check(None, authorization, client_ip)
-    if bot.unauthorized:
+    if bot.unauthorized or bot.client is None:
         raise ServiceError(
             401,
             "invalid_api_key",
             bot.stage.detail or "unknown or revoked API key",
             {"WWW-Authenticate": 'Bearer error="invalid_token"'},
         )
-    return conversations, bot.client_key or client_ip
+    return conversations, bot.client_key or client_ip, bot.client
 
 
 class ConversationRoutes(Controller):
@@ -86,11 +89,10 @@ class ConversationRoutes(Controller):
         services: NamedDependency[Services],
         conversation_id: FromPath[str] = _ID,
     ) -> Conversation:
-        conversations, client = await _client(request, services)
-        conversation = await conversations.read(conversation_id, client)
+        conversations, owner, reader = await _client(request, services)
+        conversation = await conversations.read(conversation_id, owner)
         # A conversation is of its corpus: one this client may no longer read (a grant taken away, the corpus
         # made private) is hidden with it, told as an unknown id like any other it may not see.
-        reader = await identify(services.access, request.headers.get("authorization"))
         if not reader.reads(conversation.corpus):
             raise UnknownConversation()
         return conversation
@@ -102,8 +104,8 @@ class ConversationRoutes(Controller):
         services: NamedDependency[Services],
         conversation_id: FromPath[str] = _ID,
     ) -> None:
-        conversations, client = await _client(request, services)
-        await conversations.forget(conversation_id, client)
+        conversations, owner, _ = await _client(request, services)
+        await conversations.forget(conversation_id, owner)
 
 
 CONVERSATION_ROUTES = [ConversationRoutes]

@@ -199,9 +199,14 @@ class Answering:
         checked = lexical_check(entailed.claims, passages, question)
         run.take(checked)
         verdict = gate(checked.claims, self._settings.gate)
-        if verdict.decision == "pass" and not speaks_to(run.own_terms, [c.text for c in checked.claims]):
+        headings = {p.id: p.heading for p in passages}
+        scoped = [
+            " ".join([c.text, *(headings.get(pid, "") for pid in c.supporting_passage_ids)]) for c in checked.claims
+        ]
+        if verdict.decision == "pass" and not speaks_to(run.own_terms, scoped):
             # A claim of an elliptic follow-up's answer without any of its own words answers the previous
-            # question again (stages/condense.py `speaks_to`).
+            # question again (stages/condense.py `speaks_to`). Its passage's heading counts as its words: "and
+            # for students?" is answered by a concession rate under "Student and concession rates".
             verdict = msgspec.structs.replace(
                 verdict,
                 decision="fail",

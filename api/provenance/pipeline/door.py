@@ -33,6 +33,7 @@ from provenance.settings import Settings
 from provenance.stages.condense import Previous, condense
 from provenance.stages.screen import screen_deny_list
 from provenance.store.corpora import CorpusStore
+from provenance.verifiers.vectors import WordVectors
 from provenance.wire import AdmissionStage, AskResponse, Reason
 
 log = get_logger("provenance.pipeline.door")
@@ -72,6 +73,9 @@ class Pipeline:
         # None: no conversations (an in-process run); a question then starts none, and a follow-up is unknown.
         self.conversations = conversations
         self._answering = Answering(settings, store, embedder, profile, self.corpora)
+        # The local condenser's word vectors (stages/condense.py `replace_slot`): a follow-up's few words,
+        # cached across turns.
+        self._words = WordVectors(embedder, capacity=5_000)
 
     @property
     def settings(self) -> Settings:
@@ -231,7 +235,11 @@ class Pipeline:
             earlier=[(e.question, e.answer) for e in thread.earlier if e.status != "blocked"],
         )
         condensed = await condense(
-            run.question, previous, self.profile.condenser, max_chars=self.settings.server.max_question_chars
+            run.question,
+            previous,
+            self.profile.condenser,
+            max_chars=self.settings.server.max_question_chars,
+            similarity=self._words.similarity,
         )
         run.take(condensed)
         if condensed.blocked:

@@ -19,11 +19,13 @@ conversation's second turn, before the follow-up's cache lookup (its key is this
 
 from __future__ import annotations
 
+import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import msgspec
+import numpy as np
 
 from provenance import text as T
 from provenance.ports import Condenser, Usage
@@ -34,12 +36,28 @@ from provenance.wire import CondenseStage
 # Words that stand for something said before ("is IT cheaper", "THAT'S $50"): the follow-up leans on the
 # previous question for its subject.
 PRONOUNS = frozenset({"it", "its", "it's", "they", "them", "their", "this", "that", "that's", "these", "those"})
+PLURAL_PRONOUNS = frozenset({"they", "them", "their", "these", "those"})
 # How a follow-up that omits its subject starts ("and for students?", "what about weekends?").
 ELLIPSIS_OPENERS = ("and ", "what about ", "how about ", "also ", "same for ", "or ")
 # The previous question's topic: its first run of meaningful words, at most this many ("maker membership").
 TOPIC_WORDS = 2
+# A fragment's word takes the place of the previous question's word most like it ("weekends" for "Tuesday",
+# "large" for "small", "third" for "second") when their word vectors are at least this alike: below it the
+# nearest word is a mere neighbour (verifiers/vectors.py SOFT_MATCH_FLOOR is 0.45 for the same model), and
+# the fragment is added to the previous question instead.
+SLOT_FLOOR = 0.5
+# Words a fragment opens with that the word it replaces already has before it ("for the 3D printers" in
+# place of "woodshop" in "How much is the woodshop induction?").
+_LEADING = frozenset({"a", "an", "the", "for", "on", "in", "at", "to", "with", "during", "of", "about"})
+# What a follow-up says before its ask, which asks nothing: an announcement ending in a colon ("Different
+# question:", "Switching topics:") or an interjection ("OK,", "Well,").
+_ANNOUNCEMENT = re.compile(r"^\s*([^?:]{1,40}):\s+(?=\S)")
+_INTERJECTION = re.compile(r"^\s*(?:ok|okay|alright|well|oh|hmm|right)\b[,.!]?\s+", re.IGNORECASE)
 
-Kind = Literal["pronoun", "ellipsis", "alone"]
+Kind = Literal["pronoun", "ellipsis", "replaced", "question", "alone", "switch"]
+# Word vectors' cosine similarity, rows for the first words and columns for the second (the embedder's
+# normalised vectors: `verifiers.vectors.WordVectors.similarity`).
+Similarity = Callable[[Sequence[str], Sequence[str]], np.ndarray]
 
 
 class Previous(msgspec.Struct, frozen=True):
@@ -76,64 +94,199 @@ def _meaningful(word: str) -> bool:
     return not (word in T.STOPWORDS or word in T.QUESTION_WORDS or word in PRONOUNS or len(word) < 2)
 
 
-def topic(previous: str) -> str:
-    """The previous question's subject: its first run of meaningful words ("How much is Maker membership per
-    month?" -> "maker membership")."""
-    run: list[str] = []
-    for w in T.words(previous):
-        if _meaningful(w):
-            run.append(w)
-            if len(run) == TOPIC_WORDS:
-                break
-        elif run:
-            break
-    return " ".join(run)
+_TOKEN = re.compile(r"[\w'’-]+")
+
+
+def _spans(text: str) -> list[tuple[int, int, str]]:
+    """Each word of text as it is written, with where it stands."""
+    return [(m.start(), m.end(), m.group(0)) for m in _TOKEN.finditer(text)]
+
+
+def _asking(spans: Sequence[tuple[int, int, str]], i: int) -> bool:
+    """Whether the word is part of the ask, not the subject: the word after "how" ("how long", "how quickly",
+    "how often") is always the question's measure, never its topic."""
+    return i > 0 and spans[i - 1][2].lower() == "how"
+
+
+_CARRIED = re.compile(r"\(([^()]*)\)\s*[?.!]*\s*$")
+
+
+def topic(previous: str, plural: bool = False) -> str:
+    """The previous question's subject, as written: its first run of meaningful words ("How much is Maker
+    membership per month?" -> "Maker membership"); for a plural pronoun ("they", "them") the first run that
+    ends in a plural ("Can they bring their kids?" after "How many guests can a member bring?": "guests")."""
+    carried = _CARRIED.search(previous)
+    if carried and carried.group(1).strip():
+        # "Can I go (board meet)?": the subject a short question was given is what a pronoun after it means.
+        previous = carried.group(1)
+    runs: list[list[str]] = [[]]
+    spans = _spans(previous)
+    for i, (_, _, w) in enumerate(spans):
+        if _meaningful(w.lower()) and not _asking(spans, i):
+            runs[-1].append(w)
+        elif runs[-1]:
+            runs.append([])
+    runs = [r[:TOPIC_WORDS] for r in runs if r]
+    if plural:
+        # "their"/"these" stand for several: a run whose last word is a plural ("guests", not "class").
+        for r in runs:
+            if len(r[-1]) > 3 and r[-1].lower().endswith("s") and not r[-1].lower().endswith("ss"):
+                return " ".join(r)
+    return " ".join(runs[0]) if runs else ""
+
+
+def clean(follow_up: str) -> tuple[str, bool]:
+    """The follow-up without what it says before its ask ("Different question: when is the AGM?" -> "When is
+    the AGM?", "OK, where can I leave my bike?" -> "Where can I leave my bike?"), and whether it announced a
+    new topic (a remark before a colon): a question that says it changes the subject stands on its own."""
+    text = follow_up.strip()
+    m = _ANNOUNCEMENT.match(text)
+    announced = bool(m) and not any(w in T.QUESTION_WORDS for w in T.words(m.group(1) if m else ""))
+    if m and announced:
+        text = text[m.end() :]
+    text = _INTERJECTION.sub("", text, count=1)
+    return (text[:1].upper() + text[1:] if text else follow_up.strip()), announced
 
 
 def kind_of(follow_up: str) -> Kind:
     """How the follow-up leans on the previous question: through a pronoun, by leaving its subject out
     (ellipsis, or too few words of its own to be a question), or not at all (a question of its own)."""
     said = T.words(follow_up)
-    if any(w in PRONOUNS for w in said):
-        return "pronoun"
     opening = " ".join(follow_up.lower().split())
-    if opening.startswith(ELLIPSIS_OPENERS) or len([w for w in said if _meaningful(w)]) <= 1:
+    elliptic = opening.startswith(ELLIPSIS_OPENERS)
+    if any(w in PRONOUNS for w in said) or (not elliptic and _CLOSING_ONE.search(follow_up)):
+        return "pronoun"
+    if elliptic or len([w for w in said if _meaningful(w)]) <= 1:
         return "ellipsis"
     return "alone"
 
 
-_PRONOUN = re.compile(r"\b(it's|that's|its|it|they|them|their|this|that|these|those)\b", re.IGNORECASE)
+_PRONOUN = re.compile(
+    r"\b(it's|that's|its|it|they|them|their|this|that|these|those)\b|\b(one)(?=\s*[?.!]*\s*$)", re.IGNORECASE
+)
+# "one" as a question's last word stands for a thing already named ("Do Keyholders have to pay for one?");
+# anywhere else it is a number ("one guest").
+_CLOSING_ONE = re.compile(r"\bone\s*[?.!]*\s*$", re.IGNORECASE)
 
 
-def standalone(follow_up: str, previous: str) -> tuple[Kind, str]:
+def subject_of(question: str) -> str:
+    """A question without its asking words and closing mark: "When does the board meet?" -> "board meet"."""
+    spans = _spans(question)
+    start = next((i for i, (_, _, w) in enumerate(spans) if _meaningful(w.lower()) and not _asking(spans, i)), None)
+    if start is None:
+        return ""
+    return question[spans[start][0] :].strip().rstrip("?.!").strip()
+
+
+def _fragment(tail: str) -> str | None:
+    """An elliptic follow-up's own phrase, when it is a phrase and not a question or a condition ("for the 3D
+    printers" -> "3D printers", "the large one" -> "large"); None for "when is someone on duty?", "if the class
+    is cancelled?"."""
+    words = tail.strip().rstrip("?.!").split()
+    if not words or words[0].lower() in T.QUESTION_WORDS or words[0].lower() in ("if", "when", "whether"):
+        return None
+    while words and words[0].lower() in _LEADING:
+        words.pop(0)
+    if len(words) > 1 and words[-1].lower() in ("one", "ones"):
+        words.pop()  # "the large one": the previous question's noun stays ("a large locker")
+    return " ".join(words) or None
+
+
+def _proper(word: str, position: int) -> bool:
+    return position > 0 and word[:1].isupper() and word != "I"
+
+
+def replace_slot(fragment: str, previous: str, similarity: Similarity) -> str | None:
+    """The previous question with its word most like the fragment's in the fragment's place ("What time does
+    the space open on a Tuesday?" + "weekends" -> "... open on weekends?"): a name for a name ("And a Maker?"
+    after "How many guests can a Community member bring?"), else the nearest word by word vectors when it is
+    at least SLOT_FLOOR alike. None when nothing in the previous question is of the fragment's kind."""
+    own = [w for w in T.words(fragment) if _meaningful(w)]
+    spans = [(i, start, end, w) for i, (start, end, w) in enumerate(_spans(previous)) if _meaningful(w.lower())]
+    if not own or not spans:
+        return None
+    sim = np.asarray(similarity(own, [w.lower() for *_, w in spans]))
+    best = sim.max(axis=0)
+    names = [n for n, (i, *_, w) in enumerate(spans) if _proper(w, i)]
+    fragment_named = any(_proper(w, 1) for w in fragment.split())
+    if fragment_named and names:
+        # A name stands in for a name ("Maker" for "Community", "Mondays" for "Saturday").
+        j = max(names, key=lambda n: best[n])
+    else:
+        j = int(np.argmax(best))
+        if best[j] < SLOT_FLOOR:
+            return None
+    start, end = spans[j][1], spans[j][2]
+    # The previous question's neighbours the fragment names too go with the word ("annual leave" -> "military
+    # leave", not "military leave leave").
+    stems = {T.stem(w) for w in T.words(fragment)}
+    k = j
+    while k + 1 < len(spans) and spans[k + 1][0] == spans[k][0] + 1 and T.stem(spans[k + 1][3].lower()) in stems:
+        k += 1
+        end = spans[k][2]
+    k = j
+    while k > 0 and spans[k - 1][0] == spans[k][0] - 1 and T.stem(spans[k - 1][3].lower()) in stems:
+        k -= 1
+        start = spans[k][1]
+    before = previous[:start]
+    if fragment.lower().endswith("s") and not fragment.lower().endswith("ss"):
+        before = re.sub(r"\b(?:a|an)\s+$", "", before, flags=re.IGNORECASE)  # "on a Tuesday" -> "on weekends"
+    return f"{before}{fragment}{previous[end:]}"
+
+
+def standalone(follow_up: str, previous: str, similarity: Similarity | None = None) -> tuple[Kind, str]:
     """The local profile's standalone question: the follow-up with its first pronoun replaced by the previous
-    question's topic; an elliptic follow-up after the previous question; a question of its own, itself."""
-    kind = kind_of(follow_up)
-    subject = topic(previous)
-    if kind == "pronoun" and subject:
+    question's topic; an elliptic follow-up's phrase in the place of the previous question's word it stands
+    for, else after the previous question; a question of its own, itself."""
+    asked, announced = clean(follow_up)
+    if announced:
+        return "switch", asked
+    kind = kind_of(asked)
+    if kind == "pronoun":
+        plural = any(w in PLURAL_PRONOUNS for w in T.words(asked))
+        subject = topic(previous, plural=plural)
+        if subject:
 
-        def replace(m: re.Match[str]) -> str:
-            word = m.group(1).lower()
-            return f"{subject} is" if word.endswith("'s") else (f"{subject}'s" if word in ("its", "their") else subject)
+            def replace(m: re.Match[str]) -> str:
+                word = (m.group(1) or m.group(2)).lower()
+                if word.endswith("'s"):
+                    return f"{subject} is"
+                return f"{subject}'s" if word in ("its", "their") else subject
 
-        return kind, _PRONOUN.sub(replace, follow_up.strip(), count=1)
+            return kind, _PRONOUN.sub(replace, asked, count=1)
     if kind == "ellipsis" and previous:
-        # "And for students?" after "How much is Maker membership?": "How much is Maker membership for
-        # students?". The previous question's words stay, the follow-up's own come last.
-        tail = follow_up.strip()
+        tail = asked
         lowered = tail.lower()
         for opener in ELLIPSIS_OPENERS:
             if lowered.startswith(opener):
                 tail = tail[len(opener) :].lstrip()
                 break
-        return kind, f"{previous.strip().rstrip('?.!').rstrip()} {tail}"
-    return kind, follow_up.strip()
+        fragment = _fragment(tail)
+        if fragment is not None and similarity is not None:
+            put = replace_slot(fragment, previous.strip(), similarity)
+            if put is not None:
+                return "replaced", put
+        if T.words(tail)[:1] and T.words(tail)[0] in T.QUESTION_WORDS:
+            # A question of its own with too few words to name its subject ("Can I go?" after "When does the
+            # board meet?"): the previous question's subject beside it, not its ask ("when"), which would
+            # make the answer expected a time.
+            about = subject_of(previous)
+            if about:
+                asked_part = tail.rstrip("?.! ")
+                return "question", f"{asked_part[:1].upper()}{asked_part[1:]} ({about})?"
+        # "And for students?" after "How much is Maker membership?": "How much is Maker membership for
+        # students?". The previous question's words stay, the follow-up's own come last.
+        return "ellipsis", f"{previous.strip().rstrip('?.!').rstrip()} {tail}"
+    return "alone" if kind == "pronoun" else kind, asked
 
 
 _KINDS: dict[Kind, str] = {
     "pronoun": "a pronoun replaced by the previous question's topic",
     "ellipsis": "an elliptic follow-up read after the previous question",
-    "alone": "a question of its own: searched and judged as asked",
+    "replaced": "an elliptic follow-up's phrase put in the place of the previous question's word it stands for",
+    "question": "a short question given the previous question's subject",
+    "alone": "a question of its own: judged as asked, searched also after the previous question",
+    "switch": "a new subject, announced: searched and judged as asked",
 }
 
 
@@ -150,15 +303,31 @@ def _bad_rewrite(rewrite: str, previous: str, max_chars: int) -> str | None:
 
 
 async def condense(
-    question: str, previous: Previous, condenser: Condenser | None, *, max_chars: int
+    question: str,
+    previous: Previous,
+    condenser: Condenser | None,
+    *,
+    max_chars: int,
+    similarity: Similarity | None = None,
 ) -> CondenseOutcome:
+    """`similarity`: the local method's word vectors (a fragment put in the place of the word it stands for);
+    without it an elliptic fragment is added to the previous question."""
     timer = Timer()
     carried = list(previous.cited_passage_ids)
     if condenser is None:
-        kind, alone = standalone(question, previous.standalone_question)
+        if similarity is None:
+            kind, alone = standalone(question, previous.standalone_question)
+        else:
+            # Off the event loop: a word not yet in the vectors' cache is embedded.
+            kind, alone = await asyncio.to_thread(standalone, question, previous.standalone_question, similarity)
         # Searched as typed too: a rewrite by rule can miss, and the fused ranking keeps what the follow-up's
         # own words find.
-        queries = [question, alone] if alone != question else [question]
+        queries = list(dict.fromkeys([question, alone]))
+        if kind == "alone" and previous.standalone_question:
+            # A question with a subject of its own may still be about the previous one's ("Do members pay
+            # less?" after "How much is Intro to Laser Cutting?"): searched joined to it too. Relevance is still
+            # judged against the question as asked, so what only the previous question wanted is refused.
+            queries.append(f"{alone} {previous.standalone_question}")
         stage = CondenseStage(
             status="ok",
             ms=timer.ms,
@@ -169,7 +338,8 @@ async def condense(
             carried_passage_ids=carried,
         )
         own = sorted(T.content_terms(question) - T.content_terms(previous.standalone_question))
-        return CondenseOutcome(stage, alone, queries, carried, own_terms=own if kind == "ellipsis" else [])
+        elliptic = kind in ("ellipsis", "replaced")
+        return CondenseOutcome(stage, alone, queries, carried, own_terms=own if elliptic else [])
     # A failed call raises ModelError, which the pipeline answers as it answers any model's failure.
     condensed = await condenser.condense(question, previous.earlier)
     rewrite = " ".join(condensed.standalone.split())
