@@ -15,10 +15,10 @@ from litestar.params import Parameter
 from provenance.access.clients import Client, require_read, require_write
 from provenance.errors import ErrorEnvelope, ServiceError
 from provenance.http.corpus_admin import CorpusPath, key_holder
-from provenance.jobs.documents import DocumentStore
 from provenance.jobs.queue import Job, JobStore
 from provenance.jobs.worker import kept_name
 from provenance.services import Services
+from provenance.store.sources import SourceStore
 from provenance.wire import Wire
 
 
@@ -78,7 +78,7 @@ async def list_documents(
 ) -> Documents:
     client = await key_holder(services, request)
     require_read(client, name, await _existing(services))
-    docs = await DocumentStore(services.pool).documents(name)
+    docs = await SourceStore(services.pool).documents(name)
     return Documents(
         documents=[
             DocumentOut(
@@ -118,7 +118,7 @@ async def upload_documents(
     if declared > limits.upload_max_request_bytes:
         raise _too_large(f"the request is {declared:,} bytes; the limit is {limits.upload_max_request_bytes:,}")
     state = await services.store.corpus_state(name)
-    documents = DocumentStore(services.pool)
+    documents = SourceStore(services.pool)
     if state is not None and not await documents.documents(name):
         raise ServiceError(
             409,

@@ -21,11 +21,11 @@ from typing import Any
 from provenance.errors import ConfigurationError
 from provenance.inference.embedder import Embedder
 from provenance.ingest.folder import ingest
-from provenance.jobs.documents import Document, DocumentStore
 from provenance.jobs.queue import LEASE_S, Job, JobStore
 from provenance.logs import get_logger
 from provenance.settings import Settings
 from provenance.store.corpora import CorpusStore
+from provenance.store.sources import Document, SourceStore
 
 log = get_logger("provenance.jobs.worker")
 
@@ -88,7 +88,7 @@ async def run_upload(
     job: Job,
     worker: str,
     jobs: JobStore,
-    documents: DocumentStore,
+    documents: SourceStore,
     store: CorpusStore,
     embedder_factory: Callable[[], Embedder],
     settings: Settings,
@@ -96,6 +96,7 @@ async def run_upload(
     corpus = job.corpus
     outcomes: list[dict[str, Any]] = []
     new: list[tuple[Document, bytes]] = []
+    source = await documents.add_source(corpus, "upload")
     for file_name, data in await jobs.uploads(job.id):
         fmt, reason = refusal(file_name, data, settings.ingest.upload_max_file_bytes)
         if reason is not None:
@@ -106,7 +107,9 @@ async def run_upload(
         if same is not None:
             outcomes.append({"fileName": file_name, "status": "unchanged", "id": same.id})
             continue
-        doc = Document(corpus, uuid.uuid4().hex[:12], file_name, fmt, len(data), sha)
+        doc_id = uuid.uuid4().hex[:12]
+        # Under its random id, so that two uploads of one file name never share a passage id.
+        doc = Document(corpus, doc_id, source.id, f"{doc_id}/{safe_name(file_name)}", file_name, fmt, len(data), sha)
         new.append((doc, data))
         outcomes.append({"fileName": file_name, "status": "added", "id": doc.id})
     if new:
@@ -129,17 +132,16 @@ async def _ingest(
     embedder_factory: Callable[[], Embedder],
     settings: Settings,
 ) -> dict[str, str]:
-    """Ingest the corpus's documents (each in a folder of its own, named by its id, so two uploads of one
-    file name never share a passage id); returns {document id: why it was not read}."""
+    """Ingest the corpus's documents, each at its path (so its passages are `{path}#{slug}`); returns
+    {document id: why it was not read}."""
     with tempfile.TemporaryDirectory(prefix="provenance-upload-") as tmp:
         root = Path(tmp)
         paths: dict[str, str] = {}
         for doc, data in docs:
-            folder = root / doc.id
-            folder.mkdir()
-            name = safe_name(doc.file_name)
-            (folder / name).write_bytes(data)
-            paths[f"{doc.id}/{name}"] = doc.id
+            path = root / doc.path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            paths[doc.path] = doc.id
         try:
             report = await ingest(
                 store,
@@ -164,7 +166,7 @@ class Worker:
     def __init__(self, settings: Settings, pool: Any, embedder_factory: Callable[[], Embedder], name: str = "") -> None:
         self.settings = settings
         self.jobs = JobStore(pool)
-        self.documents = DocumentStore(pool)
+        self.documents = SourceStore(pool)
         self.store = CorpusStore(pool)
         self.embedder_factory = embedder_factory
         self.name = name or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
