@@ -137,3 +137,48 @@ def test_who_may_upload_and_what_the_request_may_hold(uploads: tuple[LiveServer,
     assert httpx.get(f"{url}/jobs/{job_id}", headers=h["stranger"]).status_code == 404
     job = wait_for(server, job_id, h["editor"])
     assert job["documents"] == [{"fileName": "e.md", "status": "failed", "reason": "the file is empty"}]
+
+
+RETIRED = b"# Retired policy\n\n## Mileage\n\nMileage is paid at 40 cents a mile for trips over 50 miles.\n"
+
+
+def test_a_document_is_removed_as_a_job_by_an_editor_and_its_passages_go_with_it(
+    uploads: tuple[LiveServer, dict[str, dict[str, str]]],
+) -> None:
+    server, h = uploads
+    url = server.url
+    httpx.post(f"{url}/corpora", json={"name": "handbook", "visibility": "private"}, headers=h["admin"])
+    added = httpx.post(
+        f"{url}/corpora/handbook/documents",
+        files=[("files", ("retired.md", RETIRED, "text/markdown"))],
+        headers=h["editor"],
+    )
+    job = wait_for(server, added.json()["jobId"], h["editor"])
+    [outcome] = job["documents"]
+    assert outcome["status"] == "added", job
+    assert job["progress"]["documents"] >= 1 and job["progress"]["passages"] >= 1
+    doc_id = outcome["id"]
+
+    def sources() -> list[str]:
+        corpus = httpx.get(f"{url}/corpus", params={"name": "handbook"}, headers=h["reader"]).json()
+        return [f["source"] for f in corpus["files"]]
+
+    assert f"{doc_id}/retired.md" in sources()
+    path = f"{url}/corpora/handbook/documents/{doc_id}"
+    assert httpx.delete(path).status_code == 401
+    assert httpx.delete(path, headers=h["reader"]).status_code == 403
+    hidden = httpx.delete(path, headers=h["stranger"])
+    assert hidden.status_code == 404 and hidden.json()["error"]["code"] == "unknown_corpus"
+    missing = httpx.delete(f"{url}/corpora/handbook/documents/{'0' * 12}", headers=h["editor"])
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "unknown_document"
+    assert httpx.delete(f"{url}/corpora/handbook/documents/..%2Fx", headers=h["editor"]).status_code in (400, 404)
+
+    removing = httpx.delete(path, headers=h["editor"])
+    assert removing.status_code == 202
+    done = wait_for(server, removing.json()["jobId"], h["editor"])
+    assert done["state"] == "done" and done["kind"] == "remove"
+    assert done["documents"] == [{"fileName": "retired.md", "status": "removed", "id": doc_id}]
+    listed = httpx.get(f"{url}/corpora/handbook/documents", headers=h["editor"]).json()["documents"]
+    assert doc_id not in {d["id"] for d in listed}
+    assert f"{doc_id}/retired.md" not in sources() and sources(), "the other documents stay"
+    assert httpx.delete(path, headers=h["editor"]).status_code == 404

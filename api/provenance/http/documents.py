@@ -1,4 +1,5 @@
-"""Documents through the API (Bearer keys only): GET and POST /corpora/{name}/documents, and GET /jobs/{id}.
+"""Documents through the API (Bearer keys only): GET and POST /corpora/{name}/documents, DELETE
+/corpora/{name}/documents/{id}, and GET /jobs/{id}.
 An upload is refused at once only for the request's own limits (413); everything about a file's content is
 that file's outcome in its job (provenance.jobs.worker)."""
 
@@ -6,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from litestar import Request, Response, get, post, route
+from litestar import Request, Response, delete, get, post, route
 from litestar.datastructures import State, UploadFile
 from litestar.di import NamedDependency
 from litestar.openapi import ResponseSpec
@@ -52,6 +53,10 @@ class JobOut(Wire):
     finished_at: str | None = None
 
 
+# A document's id as the worker makes it (12 hex digits of a uuid4, or of a folder file's hash).
+DocumentIdPath = Annotated[
+    str, Parameter(pattern=r"^[0-9a-f]{12}$", min_length=12, max_length=12, description="a document's id")
+]
 # A job's id as JobStore makes it (uuid4's hex): anything else is a 400 before any key is checked.
 JobIdPath = Annotated[str, Parameter(pattern=r"^[0-9a-f]{32}$", max_length=32, description="a job's id")]
 
@@ -145,6 +150,30 @@ async def upload_documents(
     return JobAccepted(job_id=job.id)
 
 
+@delete(
+    "/corpora/{name:str}/documents/{document_id:str}",
+    summary="Remove a document: 202 with the job that removes it and switches the corpus without it",
+    status_code=202,
+    responses={
+        401: _spec("`api_key_required` or `invalid_api_key`"),
+        403: _spec("`forbidden`: the key may read the corpus but not remove from it"),
+        404: _spec("`unknown_corpus` (no such corpus, or none this key may read) or `unknown_document`"),
+    },
+)
+async def remove_document(
+    request: Request[Any, Any, State],
+    name: CorpusPath,
+    document_id: DocumentIdPath,
+    services: NamedDependency[Services],
+) -> JobAccepted:
+    client = await key_holder(services, request)
+    require_write(client, name, await _existing(services))
+    if await SourceStore(services.pool).document(name, document_id) is None:
+        raise ServiceError(404, "unknown_document", f"corpus {name!r} has no document {document_id!r}")
+    job = await JobStore(services.pool).enqueue(name, "remove", {"documents": [document_id]}, client.key)
+    return JobAccepted(job_id=job.id)
+
+
 def _too_large(message: str) -> ServiceError:
     return ServiceError(413, "request_too_large", message)
 
@@ -188,4 +217,4 @@ async def documents_options(name: CorpusPath) -> Response[None]:
 
 
 # documents_options before the two handlers of its path (see corpus_admin.corpora_options).
-DOCUMENT_ROUTES = [documents_options, list_documents, upload_documents, job_status]
+DOCUMENT_ROUTES = [documents_options, list_documents, upload_documents, remove_document, job_status]
