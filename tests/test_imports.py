@@ -105,7 +105,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("http", "app"),
     # Outside the request path: the offline evaluation and the command line.
     ("evaluation",),
-    ("cli", "__main__", "access.commands"),
+    ("cli", "__main__", "access.commands", "jobs.commands"),
 )
 
 

@@ -155,7 +155,7 @@ class JobRun:
         outcomes: list[dict[str, Any]] = []
         new: list[tuple[Document, bytes]] = []
         source = await self.documents.add_source(self.corpus, "upload")
-        for file_name, data in files:
+        for position, (file_name, data) in enumerate(files):
             fmt, reason = refusal(file_name, data, self.settings.ingest.upload_max_file_bytes)
             if reason is not None:
                 outcomes.append({"fileName": file_name, "status": "failed", "reason": reason})
@@ -165,8 +165,9 @@ class JobRun:
             if same is not None:
                 outcomes.append({"fileName": file_name, "status": "unchanged", "id": same.id})
                 continue
-            doc_id = uuid.uuid4().hex[:12]
-            # Under its random id, so that two uploads of one file name never share a passage id.
+            # Under an id of its own (random as the job's id is), so that two uploads of one file name never
+            # share a passage id; the same on a resumed run of the job, whose staged passages it then finds.
+            doc_id = hashlib.sha256(f"{self.job.id}:{position}".encode()).hexdigest()[:12]
             path = f"{doc_id}/{safe_name(file_name)}"
             doc = Document(self.corpus, doc_id, source.id, path, file_name, fmt, len(data), sha)
             new.append((doc, data))
