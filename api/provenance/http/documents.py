@@ -115,7 +115,6 @@ async def list_documents(
         401: _spec("`api_key_required` or `invalid_api_key`"),
         403: _spec("`forbidden`: the key may read the corpus but not add to it"),
         404: _spec("`unknown_corpus`: no such corpus, or none this key may read"),
-        409: _spec("`folder_corpus`: the corpus holds a folder's documents (`provenance ingest`)"),
         413: _spec("more files than UPLOAD_MAX_FILES, or a request over UPLOAD_MAX_REQUEST_BYTES"),
     },
 )
@@ -128,15 +127,6 @@ async def upload_documents(
     declared = int(request.headers.get("content-length") or 0)
     if declared > limits.upload_max_request_bytes:
         raise _too_large(f"the request is {declared:,} bytes; the limit is {limits.upload_max_request_bytes:,}")
-    state = await services.store.corpus_state(name)
-    documents = SourceStore(services.pool)
-    if state is not None and not await documents.documents(name):
-        raise ServiceError(
-            409,
-            "folder_corpus",
-            f"corpus {name!r} holds the documents of a folder (`provenance ingest`); upload to a corpus made with "
-            "POST /corpora",
-        )
     form = await request.form()
     uploads = [f for f in form.getall("files") if isinstance(f, UploadFile)] if "files" in form else []
     if not uploads:

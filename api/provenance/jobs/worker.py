@@ -22,6 +22,7 @@ from typing import Any
 from provenance import text as T
 from provenance.errors import ConfigurationError
 from provenance.inference.embedder import Embedder
+from provenance.ingest.describe import EXAMPLE_FILES
 from provenance.ingest.folder import IngestReport, corpus_version, fingerprint, ingest
 from provenance.jobs.queue import LEASE_S, Job, JobStore
 from provenance.logs import get_logger
@@ -114,9 +115,15 @@ class JobRun:
         if not docs:
             await self._empty()
             return {}
+        # A corpus that also holds a folder's documents stays recorded as that folder's, described by it.
+        sources = await self.documents.sources(self.corpus)
+        folder = next((Path(s.location) for s in sources if s.kind == "folder"), None)
         with tempfile.TemporaryDirectory(prefix="provenance-job-") as tmp:
             root = Path(tmp)
             paths: dict[str, str] = {}
+            for example in [folder / e for e in EXAMPLE_FILES] if folder is not None else []:
+                if example.is_file():
+                    (root / example.name).symlink_to(example)
             for doc, data in docs:
                 path = root / doc.path
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -134,6 +141,7 @@ class JobRun:
                     # The folder is made afresh for each job: the corpus is its documents, wherever they sit now.
                     replace=True,
                     on_progress=self._progressed,
+                    recorded_dir=folder,
                 )
             except ConfigurationError as exc:
                 # Nothing readable at all: the corpus is left as it was, and every document says why.
