@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pypdf
+import pytest
 import pytest_asyncio
 
 from provenance.ingest.bombs import Bounds, docx_refusal, pdf_refusal
@@ -159,3 +160,16 @@ async def test_every_bad_upload_is_refused_with_its_reason_and_the_corpus_keeps_
     assert over["rules.md"]["status"] == "failed" and "CORPUS_MAX_PASSAGES" in over["rules.md"]["reason"]
     assert await corpus_rows(pool) == before
     assert [d.file_name for d in await SourceStore(pool).documents("lockers")] == ["lockers.md"]  # type: ignore[arg-type]
+
+
+def test_a_pdf_that_takes_too_long_to_read_is_stopped_with_the_reason() -> None:
+    from provenance.errors import UnreadableDocument
+    from provenance.ingest.documents.pdf import read_pdf
+
+    writer = pypdf.PdfWriter()
+    for _ in range(3):
+        writer.add_blank_page(200, 200)
+    out = io.BytesIO()
+    writer.write(out)
+    with pytest.raises(UnreadableDocument, match=r"took longer than .* page 1"):
+        read_pdf(out.getvalue(), max_seconds=-1.0)
