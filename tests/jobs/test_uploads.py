@@ -87,7 +87,8 @@ def test_an_upload_goes_in_document_by_document_and_is_answerable(
     names = sorted(d["fileName"] for d in listed)
     assert names[1] == "policy.md" and names[0].startswith("../../etc/pass") and names[0].endswith("….md")
     assert len(names[0]) == 300
-    assert all(len(d["sha256"]) == 64 and d["bytes"] > 0 for d in listed)
+    assert all(len(d["sha256"]) == 64 and d["bytes"] > 0 and d["passages"] >= 1 for d in listed)
+    assert all(d["pages"] is None for d in listed)  # Markdown has none
     # The odd name is metadata: its passages live under the document's id, in one path component.
     files_held = [
         f["source"]

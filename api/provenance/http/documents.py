@@ -37,6 +37,9 @@ class DocumentOut(Wire):
     bytes: int
     sha256: str
     added_at: str
+    # Its passages now served, and its pages (PDF; None for other formats).
+    passages: int = 0
+    pages: int | None = None
     status: str = "added"
 
 
@@ -90,7 +93,9 @@ async def list_documents(
 ) -> Documents:
     client = await key_holder(services, request)
     require_read(client, name, await _existing(services))
-    docs = await SourceStore(services.pool).documents(name)
+    sources = SourceStore(services.pool)
+    docs = await sources.documents(name)
+    counts = await sources.passage_counts(name)
     return Documents(
         documents=[
             DocumentOut(
@@ -100,6 +105,8 @@ async def list_documents(
                 bytes=d.bytes,
                 sha256=d.sha256,
                 added_at=d.added_at.isoformat() if d.added_at else "",
+                passages=counts.get(d.path, (0, None))[0],
+                pages=counts.get(d.path, (0, None))[1],
             )
             for d in docs
         ]

@@ -114,6 +114,17 @@ class SourceStore(Pooled):
             )
         return [Document(**dict(r)) for r in rows]
 
+    async def passage_counts(self, corpus: str) -> dict[str, tuple[int, int | None]]:
+        """document path -> (its served passages, its last page or None): a document's passages are those whose
+        source is its path."""
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT source, count(*) AS passages, max(last_page) AS pages FROM passages WHERE corpus = $1"
+                " GROUP BY source",
+                corpus,
+            )
+        return {r["source"]: (int(r["passages"]), r["pages"]) for r in rows}
+
     async def document(self, corpus: str, document_id: str) -> Document | None:
         async with self._conn() as conn:
             row = await conn.fetchrow(
