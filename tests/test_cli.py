@@ -274,7 +274,7 @@ def test_http_client_requests_are_logged_only_when_debugging(live_server: LiveSe
 def test_ingest_bounds_the_allocator_on_glibc() -> None:
     import platform
 
-    from provenance.cli.ingest import bound_allocator
+    from provenance.ingest.memory import bound_allocator
 
     # mallopt answers 1 when glibc took the setting; elsewhere the call is skipped, never an error.
     expected = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"

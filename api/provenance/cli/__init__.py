@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from provenance.cli import common, corpora, db, evals, feedback, ingest, keys, serve, warm
 from provenance.cli.common import Mistake
 from provenance.errors import ConfigurationError
+from provenance.jobs.commands import add_worker_parser
 
 COMMANDS: tuple[Callable[[common.Subparsers], None], ...] = (
     serve.add,
@@ -23,6 +24,7 @@ COMMANDS: tuple[Callable[[common.Subparsers], None], ...] = (
     corpora.add,
     evals.add,
     feedback.add,
+    add_worker_parser,
 )
 
 DESCRIPTION = """\

@@ -30,13 +30,14 @@ class CorpusMeta(msgspec.Struct, frozen=True):
     examples: list[CorpusExample]
 
 
-def describe(directory: Path, documents: Sequence[tuple[str, str]]) -> CorpusMeta:
+def describe(directory: Path, documents: Sequence[tuple[str, str]], folder_name: str | None = None) -> CorpusMeta:
     """The corpus's title, description and examples. `documents` are (file name, text) of what is ingested,
-    in the order ingest reads them."""
+    in the order ingest reads them; `folder_name` is the title when nothing else names it (the folder's own
+    name by default)."""
     title, description = _readme(directory)
     titles = _document_titles(documents)
     if not title:
-        title = titles[0] if len(titles) == 1 else directory.resolve().name
+        title = titles[0] if len(titles) == 1 else (folder_name or directory.resolve().name)
     if not description and titles:
         shown = titles[:8]
         more = f", and {len(titles) - len(shown)} more" if len(titles) > len(shown) else ""

@@ -128,6 +128,15 @@ class IngestSettings(msgspec.Struct, frozen=True, kw_only=True):
             "INGEST_WORKERS",
             "ingest workers inside `provenance serve`, taking upload jobs from the queue in Postgres; `0` turns "
             "them off (`provenance worker` takes them)",
+            ge=0,
+        ),
+    ] = 1
+    threads: Annotated[
+        int,
+        env(
+            "INGEST_THREADS",
+            "each in-server ingest worker's embedding threads: it shares the cores with `/ask`, which comes first",
+            ge=1,
         ),
     ] = 1
     upload_max_file_bytes: Annotated[
@@ -137,6 +146,31 @@ class IngestSettings(msgspec.Struct, frozen=True, kw_only=True):
     upload_max_request_bytes: Annotated[
         int, env("UPLOAD_MAX_REQUEST_BYTES", "the most bytes in one upload request, else `413`", ge=1)
     ] = 100_000_000
+    upload_max_expanded_bytes: Annotated[
+        int,
+        env(
+            "UPLOAD_MAX_EXPANDED_BYTES",
+            "what one uploaded file may inflate to (a DOCX's members, a PDF's streams): past it the file fails",
+            ge=1,
+        ),
+    ] = 200_000_000
+    upload_max_ratio: Annotated[
+        int, env("UPLOAD_MAX_RATIO", "how many times its own size an uploaded file may inflate to", ge=1)
+    ] = 100
+    upload_max_pdf_pages: Annotated[
+        int, env("UPLOAD_MAX_PDF_PAGES", "the most pages an uploaded PDF may have", ge=1)
+    ] = 2000
+    upload_rate_per_hour: Annotated[
+        int, env("UPLOAD_RATE_PER_HOUR", "uploads per API key per UTC hour, else `429` (`0`: no limit)", ge=0)
+    ] = 60
+    corpus_max_passages: Annotated[
+        int,
+        env(
+            "CORPUS_MAX_PASSAGES",
+            "passages one corpus may hold: an upload that would pass it fails its new documents with the reason",
+            ge=1,
+        ),
+    ] = 200_000
 
 
 class SourcesSettings(msgspec.Struct, frozen=True, kw_only=True):
