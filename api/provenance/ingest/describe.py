@@ -35,8 +35,10 @@ def describe(directory: Path, documents: Sequence[tuple[str, str]]) -> CorpusMet
     in the order ingest reads them."""
     title, description = _readme(directory)
     titles = _document_titles(documents)
-    if not title:
-        title = titles[0] if len(titles) == 1 else directory.resolve().name
+    if not title and len(titles) == 1:
+        title = titles[0]
+    # Else no title: readers show the corpus's name. The folder's name is no title: an upload's is a staging
+    # directory's random name, and `provenance ingest ./docs` would call every corpus "docs".
     if not description and titles:
         shown = titles[:8]
         more = f", and {len(titles) - len(shown)} more" if len(titles) > len(shown) else ""
