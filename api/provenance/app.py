@@ -19,7 +19,7 @@ from litestar.static_files import create_static_files_router
 
 from provenance import __version__
 from provenance.http.corpus_admin import CORPUS_ADMIN_ROUTES, declare_corpus_admin_constraints
-from provenance.http.documents import DOCUMENT_ROUTES
+from provenance.http.documents import DOCUMENT_ROUTES, declare_job_events
 from provenance.http.exceptions import EXCEPTION_HANDLERS
 from provenance.http.feedback import declare_feedback_constraints
 from provenance.http.feedback import feedback as feedback_endpoint
@@ -29,6 +29,7 @@ from provenance.http.metrics_route import count_response, metrics_endpoint
 from provenance.http.middleware import request_middleware, security_headers
 from provenance.http.routes import ROUTES, declare_request_constraints, provide_services
 from provenance.http.streaming import declare_streaming
+from provenance.ingest.memory import bound_allocator
 from provenance.jobs.worker import Worker
 from provenance.logs import configure_logging
 from provenance.metrics import worker_stopped
@@ -55,9 +56,17 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         gc.collect()
         gc.freeze()
         # Ingest workers beside the API (INGEST_WORKERS): each loads an embedder of its own only while a job
-        # runs, as `provenance ingest` does.
+        # runs, as `provenance ingest` does, with INGEST_THREADS threads (1 by default), so that questions
+        # keep the other cores; and the allocator bounded as that command's is, while workers run here.
+        ingest_threads = settings.ingest.threads
+        if settings.ingest.workers:
+            bound_allocator()
         workers = [
-            asyncio.create_task(Worker(settings, svc.pool, lambda: load_embedder(settings, for_ingest=True)).run())
+            asyncio.create_task(
+                Worker(
+                    settings, svc.pool, lambda: load_embedder(settings, for_ingest=True, threads=ingest_threads)
+                ).run()
+            )
             for _ in range(settings.ingest.workers)
         ]
         try:
@@ -112,6 +121,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     )
     declare_request_constraints(app.openapi_schema, settings)
     declare_streaming(app.openapi_schema)
+    declare_job_events(app.openapi_schema)
     declare_feedback_constraints(app.openapi_schema)
     declare_corpus_admin_constraints(app.openapi_schema)
     # Last, so that it sees every other declaration: the string rule on every parameter and body string.

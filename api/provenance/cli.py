@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
-import ctypes
 import os
 import shutil
 import sys
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
     from provenance.store.corpora import CorpusState
 
 from provenance.errors import ConfigurationError, SettingsError
+from provenance.ingest.memory import bound_allocator
 from provenance.logs import configure_logging
 from provenance.settings import Settings, load_settings
 from provenance.wire import DEFAULT_CORPUS
@@ -355,32 +355,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-# glibc's mallopt parameters (malloc.h): the size from which a block is its own mmap, and the most arenas.
-M_MMAP_THRESHOLD = -3
-M_ARENA_MAX = -8
-# glibc's default threshold, fixed: a block this large or larger is mapped, and unmapped when freed.
-INGEST_MMAP_THRESHOLD = 128 * 1024
-
-
-def bound_allocator(arenas: int = 2, mmap_threshold: int = INGEST_MMAP_THRESHOLD) -> bool:
-    """Keep glibc malloc from holding what an ingest's embedding batches freed; False off glibc. For the
-    one-shot ingest command only; the server keeps glibc's defaults.
-
-    - The mmap threshold, fixed. By default glibc raises it to the size of each mapped block freed (up to
-      32 MiB), so after onnxruntime's first batch its activations (24 MiB each at 32 x 128 tokens: 32 x 12
-      heads x 128 x 128 floats) are carved from the heap instead, where the freed ones fragment and stay
-      resident: one session run of 32 x 128 tokens peaked 570 MiB above the loaded session, against 100 MiB
-      with the threshold fixed (setting it at all turns the adjustment off). Mapping each costs page faults,
-      a few per cent of a run.
-    - At most `arenas` arenas. glibc gives each allocating thread an arena of its own and keeps what each
-      held at its peak: onnxruntime's threads kept 128 MiB more resident over an ingest."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return False
-    return bool(libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold)) and bool(libc.mallopt(M_ARENA_MAX, arenas))
-
-
 def _metrics_dir() -> Path | None:
     """One PROMETHEUS_MULTIPROC_DIR for every worker of this server, so a scrape that reaches any one of them
     reports all of them (provenance.metrics). The workers inherit it from this process's environment, and it
@@ -600,6 +574,8 @@ def _feedback_parser(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from provenance.jobs.commands import add_worker_parser
+
     parser = _Parser(
         prog="provenance",
         description=DESCRIPTION,
@@ -616,6 +592,7 @@ def build_parser() -> argparse.ArgumentParser:
         _corpora_parser,
         _evals_parser,
         _feedback_parser,
+        add_worker_parser,
     ):
         add(sub)
     return parser

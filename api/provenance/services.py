@@ -59,12 +59,13 @@ class Services:
         await self.pool.close()
 
 
-def load_embedder(settings: Settings, *, for_ingest: bool = False) -> Embedder:
+def load_embedder(settings: Settings, *, for_ingest: bool = False, threads: int | None = None) -> Embedder:
     """The service's embedder (one per process); `for_ingest`, one of its own without onnxruntime's memory
-    arena, dropped when the ingest is done, so that a long ingest's memory stays bounded."""
+    arena, dropped when the ingest is done, so that a long ingest's memory stays bounded, with `threads`
+    (default EMBED_THREADS)."""
     e = settings.embedding
     if for_ingest:
-        return FastEmbedEmbedder(e.model, settings.data_dir, e.threads, e.batch_size, memory_arena=False)
+        return FastEmbedEmbedder(e.model, settings.data_dir, threads or e.threads, e.batch_size, memory_arena=False)
     inner = get_embedder(e.model, settings.data_dir, e.threads, e.batch_size)
     if settings.embedding.batch_wait_ms <= 0:
         return inner

@@ -87,6 +87,8 @@ class IngestSettings(msgspec.Struct, frozen=True, kw_only=True):
     chunk_max_tokens: int = 256
     # Ingest workers inside `provenance serve`; 0 leaves the queue to `provenance worker`.
     workers: int = 1
+    # Each ingest worker's embedding threads: in `serve` it shares the cores with /ask, which comes first.
+    threads: int = 1
     upload_max_file_bytes: int = 25_000_000
     upload_max_files: int = 20
     upload_max_request_bytes: int = 100_000_000
@@ -388,6 +390,7 @@ VARIABLES: dict[str, tuple[str | None, str]] = {
     "RETRIEVAL_MODE": ("retrieval", "mode"),
     "HNSW_MIN_PASSAGES": ("retrieval", "hnsw_min_passages"),
     "INGEST_WORKERS": ("ingest", "workers"),
+    "INGEST_THREADS": ("ingest", "threads"),
     "UPLOAD_MAX_FILE_BYTES": ("ingest", "upload_max_file_bytes"),
     "UPLOAD_MAX_FILES": ("ingest", "upload_max_files"),
     "UPLOAD_MAX_REQUEST_BYTES": ("ingest", "upload_max_request_bytes"),
@@ -552,6 +555,8 @@ def _service_checks(s: Settings) -> list[tuple[bool, str]]:
         (embedding.batch_size >= 1, "EMBED_BATCH_SIZE must be at least 1"),
         (embedding.batch_wait_ms >= 0, "EMBED_BATCH_WAIT_MS must not be negative"),
         (s.ingest.chunk_max_tokens >= 32, "CHUNK_MAX_TOKENS must be at least 32"),
+        (s.ingest.workers >= 0, "INGEST_WORKERS must not be negative"),
+        (s.ingest.threads >= 1, "INGEST_THREADS must be at least 1"),
         (s.sources.max_pages >= 1, "SOURCES_MAX_PAGES must be at least 1"),
         (s.sources.max_depth >= 0, "SOURCES_MAX_DEPTH must not be negative"),
         (1 <= s.sources.concurrency <= 2, "SOURCES_CONCURRENCY must be 1 or 2 (requests at once to one host)"),

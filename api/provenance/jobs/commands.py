@@ -1,0 +1,57 @@
+"""`provenance worker`: ingest workers outside the server, on the same queue, so several replicas (or a machine
+of their own) share the ingest jobs; `provenance serve` runs its own too (INGEST_WORKERS)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from provenance.ingest.memory import bound_allocator
+from provenance.jobs.worker import Worker
+from provenance.logs import configure_logging
+from provenance.services import load_embedder
+from provenance.settings import Settings, load_settings
+from provenance.store.pool import create_pool, migrate, resolve_database_url
+
+
+def add_worker_parser(sub: Any) -> None:
+    worker = sub.add_parser("worker", help="take ingest jobs (uploads, removals) from the queue in Postgres")
+    worker.add_argument("--workers", type=int, default=1, help="jobs run at once, each of another corpus (default 1)")
+    worker.add_argument("--threads", type=int, default=None, help="embedding threads per job (default: EMBED_THREADS)")
+    worker.add_argument("--once", action="store_true", help="run the jobs queued now, then stop")
+    worker.set_defaults(func=cmd_worker)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    configure_logging(settings.server.log_level)
+    if args.workers < 1 or (args.threads is not None and args.threads < 1):
+        print("error: --workers and --threads must be at least 1", file=sys.stderr)
+        return 2
+    # A process of its own that only ingests: bounded as `provenance ingest` is.
+    bound_allocator()
+    return asyncio.run(work(settings, args.workers, args.threads or settings.embedding.threads, once=args.once))
+
+
+async def work(settings: Settings, workers: int, threads: int, *, once: bool = False) -> int:
+    """Run `workers` workers on the queue until stopped; with `once`, until the queue has nothing for them."""
+    pool = await create_pool(resolve_database_url(settings), settings)
+    try:
+        await migrate(pool)
+        running = [Worker(settings, pool, lambda: load_embedder(settings, for_ingest=True, threads=threads))]
+        running += [Worker(settings, pool, running[0].embedder_factory) for _ in range(workers - 1)]
+        if once:
+            await asyncio.gather(*(_drain(w) for w in running))
+        else:
+            print(f"ingest workers: {', '.join(w.name for w in running)}", file=sys.stderr, flush=True)
+            await asyncio.gather(*(w.run() for w in running))
+    finally:
+        await pool.close()
+    return 0
+
+
+async def _drain(worker: Worker) -> None:
+    while await worker.run_once():
+        pass
