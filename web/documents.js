@@ -1,8 +1,9 @@
 // The Documents page: paste an API key, pick a corpus it may change, upload files (dropped or chosen) and watch
-// each one through its upload and its ingest job to its outcome, list the corpus's documents and remove one
-// after confirming. The key lives in sessionStorage only (web/keys.js). Server text only through textContent.
+// each one through its upload and its ingest job (its events, else polled) to its outcome, list the corpus's
+// documents and remove one after confirming. The key lives in sessionStorage only (web/keys.js). Server text only through textContent.
 import { h, fmtInt, capitalise } from './dom.js';
 import { apiKey, keepKey, withKey } from './keys.js';
+import { sseEvents } from './sse.js';
 
 const $ = (id) => document.getElementById(id);
 // How often a job is asked after: a 50 KB file is answerable in seconds, and a poll is one small read.
@@ -103,7 +104,9 @@ function forget() {
 
 function pick(name) {
   const corpus = state.editable.find((c) => c.name === name);
-  if (!corpus) return;
+  // The same corpus again (a select's change to what it shows): listing it anew would undo a removal being
+  // confirmed, and the uploads under way.
+  if (!corpus || corpus.name === state.corpus) return;
   state.corpus = corpus.name;
   $('docs-corpus').value = corpus.name;
   $('corpus-name').textContent = corpus.title || corpus.name;
@@ -289,8 +292,30 @@ function jobShare(job) {
   return Number.isFinite(p.embedded) && Number.isFinite(p.passages) && p.passages > 0 ? Math.min(1, p.embedded / p.passages) : null;
 }
 
-/** GET /jobs/{id} until it is done or failed; null when it can no longer be read. */
+/** The job until it is done or failed: its events (GET /jobs/{id}/events), else GET /jobs/{id} every
+ *  POLL_MS; null when it can no longer be read. */
 async function follow(jobId, onProgress) {
+  const streamed = await followEvents(jobId, onProgress);
+  return streamed || poll(jobId, onProgress);
+}
+
+/** Null when the stream can't be read, or ends before the job does (polling takes over). EventSource can't
+ *  send the key, so the stream is a fetch's body. */
+async function followEvents(jobId, onProgress) {
+  if (typeof TextDecoderStream === 'undefined') return null;
+  try {
+    const res = await fetch(`/jobs/${encodeURIComponent(jobId)}/events`, { headers: withKey({ Accept: 'text/event-stream' }) });
+    if (!res.ok || !res.body || !(res.headers.get('Content-Type') || '').startsWith('text/event-stream')) return null;
+    for await (const { event, data } of sseEvents(res.body)) {
+      if (event !== 'job' || !data || typeof data.state !== 'string') continue;
+      if (data.state === 'done' || data.state === 'failed') return data;
+      onProgress(data);
+    }
+  } catch { /* the stream broke: polling takes over */ }
+  return null;
+}
+
+async function poll(jobId, onProgress) {
   for (;;) {
     let got;
     try { got = await api(`/jobs/${encodeURIComponent(jobId)}`); } catch { got = null; }

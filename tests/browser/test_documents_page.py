@@ -137,6 +137,8 @@ async def test_an_editor_uploads_watches_asks_and_removes_a_document(
         await no_overflow(page)
 
         await page.evaluate(WATCH)
+        streams: list[str] = []
+        page.on("request", lambda r: streams.append(r.url) if r.url.endswith("/events") else None)
         files = [("policy.md", POLICY, "text/markdown"), ("scan.pdf", NOT_A_PDF, "application/pdf")]
         if width == 390:
             # Dropped on the zone, as from a file manager.
@@ -160,6 +162,8 @@ async def test_an_editor_uploads_watches_asks_and_removes_a_document(
         # Each row went through the job (queued, then running or straight to done) before its outcome.
         assert seen["policy.md"][-1] == "added" and seen["scan.pdf"][-1] == "failed", seen
         assert {"queued", "running"} & set(seen["policy.md"]), seen
+        # The job was followed by its events (GET /jobs/{id}/events), not polled.
+        assert len(streams) == 1 and "/jobs/" in streams[0], streams
         row = page.locator('[data-testid="document"][data-file-name="policy.md"]')
         await expect(row).to_be_visible()
         await expect(page.locator('[data-testid="document"]')).to_have_count(1)
@@ -171,6 +175,12 @@ async def test_an_editor_uploads_watches_asks_and_removes_a_document(
         page.on("request", lambda r: asked.append(r) if r.url.endswith("/ask") else None)
         await page.get_by_test_id("ask-link").click()
         await expect(page.get_by_test_id("keyed")).to_be_visible()
+        await expect(page.get_by_test_id("corpus-title")).not_to_have_text("")
+        if await page.get_by_test_id("corpus-pick").is_visible():
+            # The other width's corpus is listed too (emptied, not removed): the picker names each by its title.
+            picker = page.get_by_test_id("corpus-select")
+            await expect(picker.locator(f'option[value="{corpus}"]')).to_have_text(title)
+            await picker.select_option(corpus)
         await expect(page.get_by_test_id("corpus-title")).to_have_text(title)
         await page.get_by_test_id("question-input").fill("What is the per diem for meals?")
         await page.get_by_test_id("question-input").press("Enter")
@@ -188,6 +198,7 @@ async def test_an_editor_uploads_watches_asks_and_removes_a_document(
         # Back on the Documents page, the key is still kept (this tab's session): remove after confirming.
         await page.get_by_test_id("documents-link").click()
         await page.get_by_test_id("docs-corpus").select_option(corpus)
+        await expect(page.get_by_test_id("list-status")).to_have_text("1 document.")
         row = page.locator('[data-testid="document"][data-file-name="policy.md"]')
         await row.get_by_test_id("remove").focus()
         await page.keyboard.press("Enter")
@@ -206,7 +217,7 @@ async def test_an_editor_uploads_watches_asks_and_removes_a_document(
         assert await listed.json() == {"documents": []}
 
         await page.get_by_test_id("forget-key").click()
-        assert await page.evaluate("sessionStorage.length") == 0
+        assert await page.evaluate("sessionStorage.getItem('provenance.apiKey')") is None
         await expect(page.get_by_test_id("key-form")).to_be_visible()
     finally:
         await context.close()
