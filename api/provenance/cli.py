@@ -99,24 +99,11 @@ async def _migrate(settings: Settings) -> list[str]:
 
 
 async def _ingest(settings: Settings, directory: Path, force: bool, corpus: str, replace: bool = False) -> str:
-    from provenance.ingest.folder import ingest
-    from provenance.services import load_embedder
-    from provenance.store.corpora import CorpusStore
+    from provenance.jobs.commands import ingest_folder
 
     pool = await _with_pool(settings)
     try:
-        report = await ingest(
-            CorpusStore(pool),
-            directory,
-            lambda: load_embedder(settings, for_ingest=True),
-            settings.embedding.model,
-            settings.ingest.chunk_max_tokens,
-            settings.retrieval.hnsw_min_passages,
-            force=force,
-            corpus=corpus,
-            replace=replace,
-        )
-        return report.summary()
+        return await ingest_folder(settings, pool, directory, corpus=corpus, force=force, replace=replace)
     finally:
         await pool.close()
 

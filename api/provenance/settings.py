@@ -92,6 +92,14 @@ class IngestSettings(msgspec.Struct, frozen=True, kw_only=True):
     upload_max_file_bytes: int = 25_000_000
     upload_max_files: int = 20
     upload_max_request_bytes: int = 100_000_000
+    # What one uploaded file may inflate to (a DOCX's members, a PDF's streams), and by how many times its size.
+    upload_max_expanded_bytes: int = 200_000_000
+    upload_max_ratio: int = 100
+    upload_max_pdf_pages: int = 2000
+    # Uploads per API key per UTC hour (0: no limit).
+    upload_rate_per_hour: int = 60
+    # Passages one corpus may hold: an upload that would pass it fails its new documents with the reason.
+    corpus_max_passages: int = 200_000
 
 
 class SourcesSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -394,6 +402,11 @@ VARIABLES: dict[str, tuple[str | None, str]] = {
     "UPLOAD_MAX_FILE_BYTES": ("ingest", "upload_max_file_bytes"),
     "UPLOAD_MAX_FILES": ("ingest", "upload_max_files"),
     "UPLOAD_MAX_REQUEST_BYTES": ("ingest", "upload_max_request_bytes"),
+    "UPLOAD_MAX_EXPANDED_BYTES": ("ingest", "upload_max_expanded_bytes"),
+    "UPLOAD_MAX_RATIO": ("ingest", "upload_max_ratio"),
+    "UPLOAD_MAX_PDF_PAGES": ("ingest", "upload_max_pdf_pages"),
+    "UPLOAD_RATE_PER_HOUR": ("ingest", "upload_rate_per_hour"),
+    "CORPUS_MAX_PASSAGES": ("ingest", "corpus_max_passages"),
     "GATE_THRESHOLD": ("gate", "threshold"),
     "GATE_MIN_CLAIM": ("gate", "min_claim"),
     "GATE_RELEVANCE": ("gate", "relevance"),
@@ -557,6 +570,11 @@ def _service_checks(s: Settings) -> list[tuple[bool, str]]:
         (s.ingest.chunk_max_tokens >= 32, "CHUNK_MAX_TOKENS must be at least 32"),
         (s.ingest.workers >= 0, "INGEST_WORKERS must not be negative"),
         (s.ingest.threads >= 1, "INGEST_THREADS must be at least 1"),
+        (s.ingest.upload_max_expanded_bytes >= 1, "UPLOAD_MAX_EXPANDED_BYTES must be positive"),
+        (s.ingest.upload_max_ratio >= 1, "UPLOAD_MAX_RATIO must be at least 1"),
+        (s.ingest.upload_max_pdf_pages >= 1, "UPLOAD_MAX_PDF_PAGES must be at least 1"),
+        (s.ingest.upload_rate_per_hour >= 0, "UPLOAD_RATE_PER_HOUR must not be negative"),
+        (s.ingest.corpus_max_passages >= 1, "CORPUS_MAX_PASSAGES must be at least 1"),
         (s.sources.max_pages >= 1, "SOURCES_MAX_PAGES must be at least 1"),
         (s.sources.max_depth >= 0, "SOURCES_MAX_DEPTH must not be negative"),
         (1 <= s.sources.concurrency <= 2, "SOURCES_CONCURRENCY must be 1 or 2 (requests at once to one host)"),

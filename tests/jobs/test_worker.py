@@ -118,8 +118,10 @@ def test_the_worker_command_refuses_no_workers() -> None:
     assert main(["worker", "--workers", "0"]) == 2
 
 
-def test_provenance_worker_runs_what_a_server_without_workers_leaves_queued(pg_dsn: str, data_dir: Path) -> None:
-    settings = make_settings(pg_dsn, data_dir, ingest_workers=0, rate_limit_per_hour=0)
+def test_provenance_worker_runs_what_a_server_without_workers_leaves_queued_and_uploads_are_rate_limited(
+    pg_dsn: str, data_dir: Path
+) -> None:
+    settings = make_settings(pg_dsn, data_dir, ingest_workers=0, rate_limit_per_hour=0, upload_rate_per_hour=1)
 
     async def admin() -> str:
         pool = await create_pool(pg_dsn, settings)
@@ -140,6 +142,14 @@ def test_provenance_worker_runs_what_a_server_without_workers_leaves_queued(pg_d
             )
             assert accepted.status_code == 202, accepted.text
             job_id = accepted.json()["jobId"]
+            # Uploads have their own hourly limit per key (UPLOAD_RATE_PER_HOUR, 1 here); questions are apart.
+            again = httpx.post(
+                f"{server.url}/corpora/notes/documents",
+                files=[("files", ("more.md", handbook(1, "more"), "text/markdown"))],
+                headers=headers,
+            )
+            assert again.status_code == 429 and again.json()["error"]["code"] == "rate_limited"
+            assert "UPLOAD_RATE_PER_HOUR" in again.json()["error"]["message"] and int(again.headers["retry-after"]) >= 1
             time.sleep(3)
             assert httpx.get(f"{server.url}/jobs/{job_id}", headers=headers).json()["state"] == "queued"
             assert asyncio.run(work(settings, 2, 1, once=True)) == 0

@@ -6,6 +6,7 @@ that file's outcome in its job (provenance.jobs.worker)."""
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -115,8 +116,8 @@ async def list_documents(
         401: _spec("`api_key_required` or `invalid_api_key`"),
         403: _spec("`forbidden`: the key may read the corpus but not add to it"),
         404: _spec("`unknown_corpus`: no such corpus, or none this key may read"),
-        409: _spec("`folder_corpus`: the corpus holds a folder's documents (`provenance ingest`)"),
         413: _spec("more files than UPLOAD_MAX_FILES, or a request over UPLOAD_MAX_REQUEST_BYTES"),
+        429: _spec("`rate_limited`: the key's uploads this hour are used up (UPLOAD_RATE_PER_HOUR); see Retry-After"),
     },
 )
 async def upload_documents(
@@ -128,15 +129,7 @@ async def upload_documents(
     declared = int(request.headers.get("content-length") or 0)
     if declared > limits.upload_max_request_bytes:
         raise _too_large(f"the request is {declared:,} bytes; the limit is {limits.upload_max_request_bytes:,}")
-    state = await services.store.corpus_state(name)
-    documents = SourceStore(services.pool)
-    if state is not None and not await documents.documents(name):
-        raise ServiceError(
-            409,
-            "folder_corpus",
-            f"corpus {name!r} holds the documents of a folder (`provenance ingest`); upload to a corpus made with "
-            "POST /corpora",
-        )
+    await _count_upload(services, client.key or "")
     form = await request.form()
     uploads = [f for f in form.getall("files") if isinstance(f, UploadFile)] if "files" in form else []
     if not uploads:
@@ -178,6 +171,22 @@ async def remove_document(
         raise ServiceError(404, "unknown_document", f"corpus {name!r} has no document {document_id!r}")
     job = await JobStore(services.pool).enqueue(name, "remove", {"documents": [document_id]}, client.key)
     return JobAccepted(job_id=job.id)
+
+
+async def _count_upload(services: Services, key: str) -> None:
+    """An upload counted against its key's hourly limit (UPLOAD_RATE_PER_HOUR), apart from its questions'."""
+    limit = services.settings.ingest.upload_rate_per_hour
+    if limit <= 0:
+        return
+    window = await services.store.rate_limit_hit(f"upload:{key}", limit)
+    if not window.admitted:
+        retry = max(1, math.ceil(window.seconds_left))
+        raise ServiceError(
+            429,
+            "rate_limited",
+            f"the limit of {limit} uploads per hour (UPLOAD_RATE_PER_HOUR) is used up; try again in {retry} s",
+            {"Retry-After": str(retry)},
+        )
 
 
 def _too_large(message: str) -> ServiceError:

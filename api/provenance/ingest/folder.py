@@ -107,7 +107,7 @@ EMBED_WINDOW = 64
 KEEP_PARSED_CHARS = 8_000_000
 
 
-def _candidates(directory: Path) -> list[tuple[str, Path]]:
+def candidates(directory: Path) -> list[tuple[str, Path]]:
     if not directory.is_dir():
         raise ConfigurationError(f"corpus folder not found: {directory}")
     out = []
@@ -139,7 +139,7 @@ def _read_one(name: str, path: Path) -> SourceFile | str | None:
 
 def iter_sources(directory: Path, skipped: list[tuple[str, str]]) -> Iterator[SourceFile]:
     """Every readable document under directory, one at a time; what can't be read is added to `skipped`."""
-    for name, path in _candidates(directory):
+    for name, path in candidates(directory):
         read = _read_one(name, path)
         if isinstance(read, str):
             skipped.append((name, read))
@@ -299,11 +299,14 @@ async def ingest(
     replace: bool = False,
     batch_size: int = 32,
     on_progress: Callable[[IngestReport, int], None] | None = None,
+    recorded_dir: Path | None = None,
 ) -> IngestReport:
     """Ingest `directory` into `corpus`: files are read one at a time, passages and their sentences embedded
     in bounded windows and staged batch by batch, and the corpus switched over in one final transaction. An
     interrupted run leaves its staged rows, and the next run embeds only what they lack. `on_progress` is told
-    the report and the files read so far after each file (the ingest queue's job progress)."""
+    the report and the files read so far after each file (the ingest queue's job progress). `recorded_dir` is
+    the folder recorded as the corpus's (never its title: see describe) when `directory`
+    is a copy made of the corpus's documents."""
     if not valid_name(corpus):
         raise ConfigurationError(
             f"corpus name {corpus!r}: use 1-40 lowercase letters, digits, '-' or '_', starting with a letter or digit"
@@ -314,7 +317,7 @@ async def ingest(
     meta = describe(directory, survey.outlines)
     survey.outlines = []
     fp = fingerprint(survey.hashes, model_name, max_tokens, meta)
-    source_dir = str(directory.resolve())
+    source_dir = str((recorded_dir or directory).resolve())
     state = await store.corpus_state(corpus)
     if _unchanged(state, report, source_dir, fp, model_name, force=force, replace=replace):
         return report

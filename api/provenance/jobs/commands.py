@@ -5,15 +5,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 from provenance.ingest.memory import bound_allocator
-from provenance.jobs.worker import Worker
+from provenance.ingest.sync import sync_folder
+from provenance.jobs.queue import LEASE_S, JobStore
+from provenance.jobs.worker import POLL_S, Worker
 from provenance.logs import configure_logging
 from provenance.services import load_embedder
 from provenance.settings import Settings, load_settings
+from provenance.store.corpora import CorpusStore
 from provenance.store.pool import create_pool, migrate, resolve_database_url
+from provenance.store.sources import SourceStore
 
 
 def add_worker_parser(sub: Any) -> None:
@@ -50,6 +57,51 @@ async def work(settings: Settings, workers: int, threads: int, *, once: bool = F
     finally:
         await pool.close()
     return 0
+
+
+async def ingest_folder(
+    settings: Settings, pool: Any, directory: Path, *, corpus: str, force: bool = False, replace: bool = False
+) -> str:
+    """`provenance ingest DIR --corpus C`: the folder synced as the corpus's folder source (ingest.sync), in the
+    corpus's one job slot, which it waits for while an upload's or a removal's job of the corpus runs."""
+    jobs = JobStore(pool)
+    name = f"ingest-{socket.gethostname()}-{os.getpid()}"
+    payload = {"folder": str(directory.resolve())}
+    waited = False
+    while (job := await jobs.start_local(corpus, payload, name)) is None:
+        if not waited:
+            print(f"waiting for corpus {corpus}'s running ingest job to end", file=sys.stderr, flush=True)
+            waited = True
+        await asyncio.sleep(POLL_S)
+    beating = asyncio.create_task(_keep(jobs, job.id, name))
+    try:
+        report = await sync_folder(
+            CorpusStore(pool),
+            SourceStore(pool),
+            directory,
+            lambda: load_embedder(settings, for_ingest=True),
+            settings.embedding.model,
+            settings.ingest.chunk_max_tokens,
+            settings.retrieval.hnsw_min_passages,
+            corpus=corpus,
+            force=force,
+            replace=replace,
+        )
+    except BaseException as exc:
+        beating.cancel()
+        await jobs.finish(job.id, name, "failed", [], error=str(exc) or type(exc).__name__)
+        raise
+    beating.cancel()
+    outcomes = [{"fileName": n, "status": "failed", "reason": why} for n, why in report.skipped_files]
+    progress = {"documents": report.files, "passages": report.passages, "embedded": report.embedded}
+    await jobs.finish(job.id, name, "done", outcomes, progress=progress)
+    return report.summary()
+
+
+async def _keep(jobs: JobStore, job_id: str, worker: str) -> None:
+    while True:
+        await asyncio.sleep(LEASE_S / 4)
+        await jobs.heartbeat(job_id, worker, {})
 
 
 async def _drain(worker: Worker) -> None:

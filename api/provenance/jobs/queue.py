@@ -94,6 +94,26 @@ class JobStore(Pooled):
             )
         return _job(row)
 
+    async def start_local(self, corpus: str, payload: dict[str, Any], worker: str) -> Job | None:
+        """A `sync` job, made running at once by the command that runs it here (`provenance ingest DIR`), so that
+        it holds its corpus's one slot as a worker's job does; None while another job of the corpus runs. A
+        command killed mid-way leaves it running: once its heartbeat is older than the lease, a worker takes it
+        over and fails it (workers run no `sync` job), and the next ingest of the folder resumes it."""
+        try:
+            async with self._conn() as conn:
+                row = await conn.fetchrow(
+                    "INSERT INTO ingest_jobs (id, corpus, kind, state, payload, worker, attempts, started_at,"
+                    " heartbeat_at) VALUES ($1, $2, 'sync', 'running', $3::jsonb, $4, 1, now(), now())"
+                    f" RETURNING {_COLUMNS}",
+                    uuid.uuid4().hex,
+                    corpus,
+                    msgspec.json.encode(payload).decode(),
+                    worker,
+                )
+        except asyncpg.UniqueViolationError:
+            return None
+        return _job(row)
+
     async def uploads(self, job_id: str) -> list[tuple[str, bytes]]:
         async with self._conn() as conn:
             rows = await conn.fetch(

@@ -22,6 +22,8 @@ from typing import Any
 from provenance import text as T
 from provenance.errors import ConfigurationError
 from provenance.inference.embedder import Embedder
+from provenance.ingest.bombs import Bounds, docx_refusal, pdf_refusal
+from provenance.ingest.describe import EXAMPLE_FILES
 from provenance.ingest.folder import IngestReport, corpus_version, fingerprint, ingest
 from provenance.jobs.queue import LEASE_S, Job, JobStore
 from provenance.logs import get_logger
@@ -66,7 +68,7 @@ def safe_name(file_name: str) -> str:
     return f"{stem}.{suffix}" if suffix else stem
 
 
-def refusal(file_name: str, data: bytes, max_bytes: int) -> tuple[str, str | None]:
+def refusal(file_name: str, data: bytes, max_bytes: int, bounds: Bounds | None = None) -> tuple[str, str | None]:
     """(format, reason): the file's format, and why it is refused, or None."""
     suffix = Path(safe_name(file_name)).suffix
     if not data:
@@ -77,6 +79,8 @@ def refusal(file_name: str, data: bytes, max_bytes: int) -> tuple[str, str | Non
         fmt, magic = BINARY_FORMATS[suffix]
         if not data.startswith(magic):
             return fmt, f"the file is named {suffix} but is not a {fmt.upper()} file (its first bytes say otherwise)"
+        if bounds is not None:
+            return fmt, (pdf_refusal if fmt == "pdf" else docx_refusal)(data, bounds)
         return fmt, None
     if suffix in TEXT_FORMATS:
         try:
@@ -86,6 +90,10 @@ def refusal(file_name: str, data: bytes, max_bytes: int) -> tuple[str, str | Non
         return TEXT_FORMATS[suffix], None
     known = ", ".join(sorted([*TEXT_FORMATS, *BINARY_FORMATS]))
     return "", f"files named {suffix or '(no extension)'} are not read; these are: {known}"
+
+
+class OverLimit(Exception):
+    """The documents would make the corpus larger than CORPUS_MAX_PASSAGES."""
 
 
 class JobRun:
@@ -103,9 +111,15 @@ class JobRun:
         self.job, self.corpus = job, job.corpus
         self.documents, self.store, self.embedder_factory, self.settings = documents, store, embedder_factory, settings
         self.progress: dict[str, int] = {"documents": 0, "passages": 0, "embedded": 0}
+        limits = settings.ingest
+        self.bounds = Bounds(limits.upload_max_expanded_bytes, limits.upload_max_ratio, limits.upload_max_pdf_pages)
 
     def _progressed(self, report: IngestReport, files: int) -> None:
         self.progress = {"documents": files, "passages": report.passages, "embedded": report.embedded}
+        limit = self.settings.ingest.corpus_max_passages
+        if report.passages > limit:
+            # Stops the ingest before its switch: the corpus is served as it was.
+            raise OverLimit(f"the corpus would hold more than {limit:,} passages (CORPUS_MAX_PASSAGES)")
 
     async def rebuild(self, docs: list[tuple[Document, bytes]]) -> dict[str, str]:
         """Make the corpus's passages those of `docs`, each document at its path (its passages are
@@ -114,9 +128,15 @@ class JobRun:
         if not docs:
             await self._empty()
             return {}
+        # A corpus that also holds a folder's documents stays recorded as that folder's, described by it.
+        sources = await self.documents.sources(self.corpus)
+        folder = next((Path(s.location) for s in sources if s.kind == "folder"), None)
         with tempfile.TemporaryDirectory(prefix="provenance-job-") as tmp:
             root = Path(tmp)
             paths: dict[str, str] = {}
+            for example in [folder / e for e in EXAMPLE_FILES] if folder is not None else []:
+                if example.is_file():
+                    (root / example.name).symlink_to(example)
             for doc, data in docs:
                 path = root / doc.path
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -134,6 +154,7 @@ class JobRun:
                     # The folder is made afresh for each job: the corpus is its documents, wherever they sit now.
                     replace=True,
                     on_progress=self._progressed,
+                    recorded_dir=folder,
                 )
             except ConfigurationError as exc:
                 # Nothing readable at all: the corpus is left as it was, and every document says why.
@@ -156,7 +177,7 @@ class JobRun:
         new: list[tuple[Document, bytes]] = []
         source = await self.documents.add_source(self.corpus, "upload")
         for position, (file_name, data) in enumerate(files):
-            fmt, reason = refusal(file_name, data, self.settings.ingest.upload_max_file_bytes)
+            fmt, reason = refusal(file_name, data, self.settings.ingest.upload_max_file_bytes, self.bounds)
             if reason is not None:
                 outcomes.append({"fileName": file_name, "status": "failed", "reason": reason})
                 continue
@@ -174,7 +195,10 @@ class JobRun:
             outcomes.append({"fileName": file_name, "status": "added", "id": doc.id})
         if new:
             kept = await self.documents.originals(self.corpus)
-            skipped = await self.rebuild([*kept, *new])
+            try:
+                skipped = await self.rebuild([*kept, *new])
+            except OverLimit as exc:
+                skipped = {doc.id: str(exc) for doc, _ in new}
             for outcome in outcomes:
                 reason = skipped.get(outcome.get("id", ""))
                 if reason is not None and outcome["status"] == "added":

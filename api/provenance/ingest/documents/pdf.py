@@ -32,6 +32,7 @@ import itertools
 import math
 import re
 import statistics
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -81,7 +82,12 @@ class _Line:
     dropped: bool = False
 
 
-def read_pdf(raw: bytes) -> list[Block]:
+# The most one PDF's reading may take: a page whose content is built to be slow to lay out (millions of tiny
+# glyphs) stops the read there rather than holding the ingest, and the file is refused with this reason.
+READ_SECONDS = 120.0
+
+
+def read_pdf(raw: bytes, max_seconds: float = READ_SECONDS) -> list[Block]:
     # pdfminer reads what it can of a damaged file without complaint; a file cut short must not become a
     # corpus quietly missing its last pages, so its end is checked first.
     if not raw.lstrip()[:1024].startswith(b"%PDF-"):
@@ -96,7 +102,10 @@ def read_pdf(raw: bytes) -> list[Block]:
         raise UnreadableDocument(f"encrypted PDF ({exc})") from None
     pages: list[list[_Line]] = []
     page_numbers: dict[Any, int] = {}
+    deadline = time.monotonic() + max_seconds
     for number, (page, layout) in enumerate(_layouts(document), start=1):
+        if time.monotonic() > deadline:
+            raise UnreadableDocument(f"reading it took longer than {max_seconds:.0f} s (stopped at page {number})")
         page_numbers[page.pageid] = number
         pages.append(_page_lines(layout, number))
     if not any(pages):
