@@ -6,6 +6,7 @@ import { renderResponse } from './render.js';
 import { renderProgress, progressText } from './pipeline.js';
 import { feedbackBlock } from './feedback.js';
 import { sseEvents } from './sse.js';
+import { apiKey, keepKey, withKey } from './keys.js';
 
 const UNCOVERED = "Ask something the docs don't cover";
 const FALLBACK_CONFIG = { profile: null, turnstileSiteKey: null, maxQuestionChars: 500 };
@@ -20,7 +21,7 @@ const $ = (id) => document.getElementById(id);
 const CONVERSATION_KEY = 'provenance.conversation';
 const els = {};
 const state = {
-  busy: false, token: null, widgetId: null, turnstileReady: false, passages: new Map(), corpora: [], corpus: null,
+  busy: false, token: null, widgetId: null, turnstileReady: false, passages: new Map(), corpora: [], corpus: null, defaultCorpus: null,
   feedback: false, controller: null, cancelled: false, progress: null, ticker: null, conversation: null,
 };
 
@@ -57,6 +58,7 @@ async function init() {
     }
   });
   els['new-conversation'].addEventListener('click', newConversation);
+  showKey();
 
   applyConfig(FALLBACK_CONFIG);
   const params = new URLSearchParams(window.location.search);
@@ -75,9 +77,19 @@ async function init() {
   }
 }
 
+/** A pasted key (web/documents.html) is sent with every request, so its private corpora can be asked here. */
+function showKey() {
+  const keyed = document.querySelector('[data-testid="keyed"]');
+  keyed.hidden = !apiKey();
+  $('forget-key').addEventListener('click', () => {
+    keepKey(null);
+    window.location.reload();
+  });
+}
+
 async function loadJson(path) {
   try {
-    const res = await fetch(path, { headers: { Accept: 'application/json' } });
+    const res = await fetch(path, { headers: withKey({ Accept: 'application/json' }) });
     if (!res.ok) return null;
     return await res.json();
   } catch {
@@ -106,6 +118,7 @@ function applyConfig(cfg) {
 /** The corpora from /corpora: a picker when there is more than one, then the chosen one's name and examples. */
 function applyCorpora(data, wanted) {
   state.corpora = Array.isArray(data.corpora) ? data.corpora.filter((c) => c && typeof c.name === 'string') : [];
+  state.defaultCorpus = typeof data.default === 'string' ? data.default : null;
   if (!state.corpora.length) return;
   const names = state.corpora.map((c) => c.name);
   const select = els['corpus-select'];
@@ -254,8 +267,9 @@ async function ask(raw, followUp = false) {
   try {
     const body = { question };
     if (followUp && state.conversation) body.conversationId = state.conversation;
-    // Only with a choice to make: a single corpus is the default one anyway.
-    if (state.corpora.length > 1 && state.corpus) body.corpus = state.corpus;
+    // Only with a choice to make, or when the one corpus is not the default: a private corpus never is, so a
+    // key's only corpus is named.
+    if (state.corpus && (state.corpora.length > 1 || state.corpus !== state.defaultCorpus)) body.corpus = state.corpus;
     const token = await turnstileToken();
     if (token) body.turnstileToken = token;
     // The stream, unless it fails before the answer arrives: then the same question as one JSON request.
@@ -301,7 +315,7 @@ async function sendFeedback(body) {
   try {
     const res = await fetch('/feedback', {
       method: 'POST',
-      headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
+      headers: withKey({ 'Content-Type': 'application/json', Accept: 'application/json' }),
       body: JSON.stringify(token ? { ...body, turnstileToken: token } : body),
     });
     return { res, data: await res.json().catch(() => null) };
@@ -313,7 +327,7 @@ async function sendFeedback(body) {
 async function askJson(body, signal) {
   const res = await fetch('/ask', {
     method: 'POST',
-    headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
+    headers: withKey({ 'Content-Type': 'application/json', Accept: 'application/json' }),
     body: JSON.stringify(body),
     signal,
   });
@@ -334,7 +348,7 @@ async function askStreaming(body, signal, heard) {
   try {
     res = await fetch('/ask', {
       method: 'POST',
-      headers: { 'Content-Type': 'application/json', Accept: 'text/event-stream' },
+      headers: withKey({ 'Content-Type': 'application/json', Accept: 'text/event-stream' }),
       body: JSON.stringify(body),
       signal,
     });
@@ -399,7 +413,7 @@ async function loadPassage(id, corpus) {
   const key = `${corpus || ''}\u0000${id}`;
   const query = corpus ? `?corpus=${encodeURIComponent(corpus)}` : '';
   if (!state.passages.has(key)) {
-    const p = fetch(`/passages/${encodeURIComponent(id)}${query}`, { headers: { Accept: 'application/json' } }).then(async (res) => {
+    const p = fetch(`/passages/${encodeURIComponent(id)}${query}`, { headers: withKey({ Accept: 'application/json' }) }).then(async (res) => {
       const data = await res.json().catch(() => null);
       if (!res.ok || !data || typeof data.text !== 'string') {
         throw new Error((data && data.error && data.error.message) || `HTTP ${res.status}`);

@@ -24,6 +24,7 @@ from provenance.http.exceptions import EXCEPTION_HANDLERS
 from provenance.http.feedback import declare_feedback_constraints
 from provenance.http.feedback import feedback as feedback_endpoint
 from provenance.http.inputs import CheckedRequest, declare_string_rule
+from provenance.http.key_info import KEY_ROUTES
 from provenance.http.metrics_route import count_response, metrics_endpoint
 from provenance.http.middleware import request_middleware, security_headers
 from provenance.http.routes import ROUTES, declare_request_constraints, provide_services
@@ -114,7 +115,7 @@ def _lifespan(settings: Settings, services: Services | None) -> Callable[[Litest
 
 def _routes(settings: Settings) -> tuple[list[Any], list[Any]]:
     """The route handlers and the before-send hooks, as the settings turn parts on and off."""
-    route_handlers: list[Any] = [*CORPUS_ADMIN_ROUTES, *ROUTES, *DOCUMENT_ROUTES]
+    route_handlers: list[Any] = [*CORPUS_ADMIN_ROUTES, *ROUTES, *DOCUMENT_ROUTES, *KEY_ROUTES]
     before_send: list[Any] = [security_headers]
     if settings.metrics.enabled:
         # Off, /metrics is not there at all (an unknown path's 404) and nothing is counted per request.

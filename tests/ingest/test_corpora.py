@@ -69,10 +69,11 @@ def test_a_corpus_describes_itself_from_its_readme_and_examples_file(tmp_path: P
     assert handbook.examples[2] == CorpusExample(question="Is there car parking for members?", covered=False)
 
 
-def test_without_readme_or_examples_the_headings_say_it(tmp_path: Path) -> None:
+def test_without_readme_or_examples_the_headings_say_it_and_the_folder_names_nothing(tmp_path: Path) -> None:
     bare = write_garden(tmp_path / "bare-garden", readme=False, examples=False)
     meta = describe(bare, list(GARDEN_DOCS.items()))
-    assert meta.title == "bare-garden"
+    # Two documents and no README: no title (readers show the corpus's name), never the folder's name.
+    assert meta.title == ""
     assert meta.description == "Covers Plots, Tools."
     assert [e.question for e in meta.examples] == [
         "What do the documents say about Plot Rent?",

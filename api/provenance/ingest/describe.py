@@ -30,14 +30,15 @@ class CorpusMeta(msgspec.Struct, frozen=True):
     examples: list[CorpusExample]
 
 
-def describe(directory: Path, documents: Sequence[tuple[str, str]], folder_name: str | None = None) -> CorpusMeta:
+def describe(directory: Path, documents: Sequence[tuple[str, str]]) -> CorpusMeta:
     """The corpus's title, description and examples. `documents` are (file name, text) of what is ingested,
-    in the order ingest reads them; `folder_name` is the title when nothing else names it (the folder's own
-    name by default)."""
+    in the order ingest reads them."""
     title, description = _readme(directory)
     titles = _document_titles(documents)
-    if not title:
-        title = titles[0] if len(titles) == 1 else (folder_name or directory.resolve().name)
+    if not title and len(titles) == 1:
+        title = titles[0]
+    # Else no title: readers show the corpus's name. The folder's name is no title: an upload's is a staging
+    # directory's random name, and `provenance ingest ./docs` would call every corpus "docs".
     if not description and titles:
         shown = titles[:8]
         more = f", and {len(titles) - len(shown)} more" if len(titles) > len(shown) else ""

@@ -305,7 +305,7 @@ async def ingest(
     in bounded windows and staged batch by batch, and the corpus switched over in one final transaction. An
     interrupted run leaves its staged rows, and the next run embeds only what they lack. `on_progress` is told
     the report and the files read so far after each file (the ingest queue's job progress). `recorded_dir` is
-    the folder recorded as the corpus's (and named by its title when nothing else names it) when `directory`
+    the folder recorded as the corpus's (never its title: see describe) when `directory`
     is a copy made of the corpus's documents."""
     if not valid_name(corpus):
         raise ConfigurationError(
@@ -314,7 +314,7 @@ async def ingest(
     # Pass 1: what the folder holds (names, hashes, outlines), so an unchanged corpus loads no embedder.
     survey = _survey(directory)
     report = IngestReport(files=len(survey.hashes), skipped_files=survey.skipped, corpus=corpus)
-    meta = describe(directory, survey.outlines, (recorded_dir or directory).resolve().name)
+    meta = describe(directory, survey.outlines)
     survey.outlines = []
     fp = fingerprint(survey.hashes, model_name, max_tokens, meta)
     source_dir = str((recorded_dir or directory).resolve())
