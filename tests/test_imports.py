@@ -87,7 +87,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
     # Data access, the model runtimes and the web crawler (what the service reads from outside it); the access
     # and job tables.
-    ("store", "inference", "sources", "access.store", "jobs", "jobs.queue", "jobs.documents"),
+    ("store", "inference", "sources", "access.store", "jobs", "jobs.queue"),
     # The guards, over their tables, and telling who a request comes from (a key is checked as they check it).
     ("guards", "access.identify"),
     # Follow-up questions: who may read which conversation, and the batched writer of its turns.

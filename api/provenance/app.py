@@ -19,7 +19,7 @@ from litestar.static_files import create_static_files_router
 
 from provenance import __version__
 from provenance.http.corpus_admin import CORPUS_ADMIN_ROUTES, declare_corpus_admin_constraints
-from provenance.http.documents import DOCUMENT_ROUTES
+from provenance.http.documents import DOCUMENT_ROUTES, declare_job_events
 from provenance.http.exceptions import EXCEPTION_HANDLERS
 from provenance.http.feedback import declare_feedback_constraints
 from provenance.http.feedback import feedback as feedback_endpoint
@@ -111,6 +111,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     )
     declare_request_constraints(app.openapi_schema, settings)
     declare_streaming(app.openapi_schema)
+    declare_job_events(app.openapi_schema)
     declare_feedback_constraints(app.openapi_schema)
     declare_corpus_admin_constraints(app.openapi_schema)
     # Last, so that it sees every other declaration: the string rule on every parameter and body string.

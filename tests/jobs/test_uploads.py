@@ -5,6 +5,8 @@ upload's good files go in and are answerable, a bad one is named with its reason
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,3 +139,82 @@ def test_who_may_upload_and_what_the_request_may_hold(uploads: tuple[LiveServer,
     assert httpx.get(f"{url}/jobs/{job_id}", headers=h["stranger"]).status_code == 404
     job = wait_for(server, job_id, h["editor"])
     assert job["documents"] == [{"fileName": "e.md", "status": "failed", "reason": "the file is empty"}]
+
+
+RETIRED = b"# Retired policy\n\n## Mileage\n\nMileage is paid at 40 cents a mile for trips over 50 miles.\n"
+
+
+def test_a_document_is_removed_as_a_job_by_an_editor_and_its_passages_go_with_it(
+    uploads: tuple[LiveServer, dict[str, dict[str, str]]],
+) -> None:
+    server, h = uploads
+    url = server.url
+    httpx.post(f"{url}/corpora", json={"name": "handbook", "visibility": "private"}, headers=h["admin"])
+    added = httpx.post(
+        f"{url}/corpora/handbook/documents",
+        files=[("files", ("retired.md", RETIRED, "text/markdown"))],
+        headers=h["editor"],
+    )
+    job = wait_for(server, added.json()["jobId"], h["editor"])
+    [outcome] = job["documents"]
+    assert outcome["status"] == "added", job
+    assert job["progress"]["documents"] >= 1 and job["progress"]["passages"] >= 1
+    doc_id = outcome["id"]
+
+    def sources() -> list[str]:
+        corpus = httpx.get(f"{url}/corpus", params={"name": "handbook"}, headers=h["reader"]).json()
+        return [f["source"] for f in corpus["files"]]
+
+    assert f"{doc_id}/retired.md" in sources()
+    path = f"{url}/corpora/handbook/documents/{doc_id}"
+    assert httpx.delete(path).status_code == 401
+    assert httpx.delete(path, headers=h["reader"]).status_code == 403
+    hidden = httpx.delete(path, headers=h["stranger"])
+    assert hidden.status_code == 404 and hidden.json()["error"]["code"] == "unknown_corpus"
+    missing = httpx.delete(f"{url}/corpora/handbook/documents/{'0' * 12}", headers=h["editor"])
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "unknown_document"
+    assert httpx.delete(f"{url}/corpora/handbook/documents/..%2Fx", headers=h["editor"]).status_code in (400, 404)
+
+    removing = httpx.delete(path, headers=h["editor"])
+    assert removing.status_code == 202
+    done = wait_for(server, removing.json()["jobId"], h["editor"])
+    assert done["state"] == "done" and done["kind"] == "remove"
+    assert done["documents"] == [{"fileName": "retired.md", "status": "removed", "id": doc_id}]
+    listed = httpx.get(f"{url}/corpora/handbook/documents", headers=h["editor"]).json()["documents"]
+    assert doc_id not in {d["id"] for d in listed}
+    assert f"{doc_id}/retired.md" not in sources() and sources(), "the other documents stay"
+    assert httpx.delete(path, headers=h["editor"]).status_code == 404
+
+
+def test_a_jobs_events_say_what_get_says_as_it_changes_and_end_when_it_is_done(
+    uploads: tuple[LiveServer, dict[str, dict[str, str]]],
+) -> None:
+    server, h = uploads
+    url = server.url
+    httpx.post(f"{url}/corpora", json={"name": "handbook", "visibility": "private"}, headers=h["admin"])
+    accepted = httpx.post(
+        f"{url}/corpora/handbook/documents",
+        files=[("files", ("events.md", RETIRED.replace(b"40", b"41"), "text/markdown"))],
+        headers=h["editor"],
+    )
+    job_id = accepted.json()["jobId"]
+    hidden = httpx.get(f"{url}/jobs/{job_id}/events", headers=h["stranger"])
+    assert hidden.status_code == 404 and hidden.json()["error"]["code"] == "unknown_job"
+    assert httpx.get(f"{url}/jobs/{job_id}/events").status_code == 401
+    events: list[dict] = []  # type: ignore[type-arg]
+    with httpx.stream("GET", f"{url}/jobs/{job_id}/events", headers=h["reader"], timeout=240) as stream:
+        assert stream.status_code == 200
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        kinds = []
+        for line in stream.iter_lines():
+            if line.startswith("event:"):
+                kinds.append(line.partition(":")[2].strip())
+            elif line.startswith("data:"):
+                events.append(json.loads(line.partition(":")[2]))
+    assert set(kinds) == {"job"} and len(events) == len(kinds) >= 1
+    # Each event differs from the one before, and the stream ends with the finished job, as GET says it.
+    assert all(a != b for a, b in itertools.pairwise(events))
+    assert [e["state"] for e in events][-1] == "done"
+    assert not any(e["state"] in ("done", "failed") for e in events[:-1])
+    assert events[-1] == httpx.get(f"{url}/jobs/{job_id}", headers=h["reader"]).json()
+    assert events[-1]["documents"][0]["status"] == "added"

@@ -1,24 +1,31 @@
-"""Documents through the API (Bearer keys only): GET and POST /corpora/{name}/documents, and GET /jobs/{id}.
+"""Documents through the API (Bearer keys only): GET and POST /corpora/{name}/documents, DELETE
+/corpora/{name}/documents/{id}, and GET /jobs/{id} (and its events, as SSE).
 An upload is refused at once only for the request's own limits (413); everything about a file's content is
 that file's outcome in its job (provenance.jobs.worker)."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from litestar import Request, Response, get, post, route
+import msgspec
+from litestar import Request, Response, delete, get, post, route
 from litestar.datastructures import State, UploadFile
 from litestar.di import NamedDependency
 from litestar.openapi import ResponseSpec
+from litestar.openapi.spec import OpenAPI, OpenAPIMediaType, OpenAPIType, Schema
 from litestar.params import Parameter
+from litestar.response import ServerSentEvent
+from litestar.response.sse import ServerSentEventMessage
 
 from provenance.access.clients import Client, require_read, require_write
 from provenance.errors import ErrorEnvelope, ServiceError
 from provenance.http.corpus_admin import CorpusPath, key_holder
-from provenance.jobs.documents import DocumentStore
 from provenance.jobs.queue import Job, JobStore
 from provenance.jobs.worker import kept_name
 from provenance.services import Services
+from provenance.store.sources import SourceStore
 from provenance.wire import Wire
 
 
@@ -52,6 +59,10 @@ class JobOut(Wire):
     finished_at: str | None = None
 
 
+# A document's id as the worker makes it (12 hex digits of a uuid4, or of a folder file's hash).
+DocumentIdPath = Annotated[
+    str, Parameter(pattern=r"^[0-9a-f]{12}$", min_length=12, max_length=12, description="a document's id")
+]
 # A job's id as JobStore makes it (uuid4's hex): anything else is a 400 before any key is checked.
 JobIdPath = Annotated[str, Parameter(pattern=r"^[0-9a-f]{32}$", max_length=32, description="a job's id")]
 
@@ -78,7 +89,7 @@ async def list_documents(
 ) -> Documents:
     client = await key_holder(services, request)
     require_read(client, name, await _existing(services))
-    docs = await DocumentStore(services.pool).documents(name)
+    docs = await SourceStore(services.pool).documents(name)
     return Documents(
         documents=[
             DocumentOut(
@@ -118,7 +129,7 @@ async def upload_documents(
     if declared > limits.upload_max_request_bytes:
         raise _too_large(f"the request is {declared:,} bytes; the limit is {limits.upload_max_request_bytes:,}")
     state = await services.store.corpus_state(name)
-    documents = DocumentStore(services.pool)
+    documents = SourceStore(services.pool)
     if state is not None and not await documents.documents(name):
         raise ServiceError(
             409,
@@ -145,6 +156,30 @@ async def upload_documents(
     return JobAccepted(job_id=job.id)
 
 
+@delete(
+    "/corpora/{name:str}/documents/{document_id:str}",
+    summary="Remove a document: 202 with the job that removes it and switches the corpus without it",
+    status_code=202,
+    responses={
+        401: _spec("`api_key_required` or `invalid_api_key`"),
+        403: _spec("`forbidden`: the key may read the corpus but not remove from it"),
+        404: _spec("`unknown_corpus` (no such corpus, or none this key may read) or `unknown_document`"),
+    },
+)
+async def remove_document(
+    request: Request[Any, Any, State],
+    name: CorpusPath,
+    document_id: DocumentIdPath,
+    services: NamedDependency[Services],
+) -> JobAccepted:
+    client = await key_holder(services, request)
+    require_write(client, name, await _existing(services))
+    if await SourceStore(services.pool).document(name, document_id) is None:
+        raise ServiceError(404, "unknown_document", f"corpus {name!r} has no document {document_id!r}")
+    job = await JobStore(services.pool).enqueue(name, "remove", {"documents": [document_id]}, client.key)
+    return JobAccepted(job_id=job.id)
+
+
 def _too_large(message: str) -> ServiceError:
     return ServiceError(413, "request_too_large", message)
 
@@ -160,10 +195,74 @@ def _too_large(message: str) -> ServiceError:
 async def job_status(
     request: Request[Any, Any, State], job_id: JobIdPath, services: NamedDependency[Services]
 ) -> JobOut:
+    return _job_out(await _visible_job(services, request, job_id))
+
+
+# How often GET /jobs/{id}/events looks at the job: its worker writes progress at most once a second.
+EVENTS_POLL_S = 0.5
+
+
+@get(
+    "/jobs/{job_id:str}/events",
+    summary="An ingest job as Server-Sent Events: `job` (what GET /jobs/{id} answers) each time it changes, "
+    "until it is done or failed",
+    media_type="text/event-stream",
+    responses={
+        401: _spec("`api_key_required` or `invalid_api_key`"),
+        404: _spec("`unknown_job`: no such job, or one of a corpus this key may not read"),
+    },
+)
+async def job_events(
+    request: Request[Any, Any, State], job_id: JobIdPath, services: NamedDependency[Services]
+) -> ServerSentEvent:
+    # The key and the job are checked before the stream begins, so a refusal is a plain JSON 4xx.
+    first = await _visible_job(services, request, job_id)
+    jobs = JobStore(services.pool)
+
+    async def events() -> AsyncIterator[ServerSentEventMessage]:
+        job: Job | None = first
+        sent = b""
+        seq = 0
+        while job is not None:
+            body = msgspec.json.encode(_job_out(job))
+            if body != sent:
+                seq, sent = seq + 1, body
+                yield ServerSentEventMessage(data=body.decode(), event="job", id=seq)
+            if job.state in ("done", "failed"):
+                return
+            await asyncio.sleep(EVENTS_POLL_S)
+            job = await jobs.get(job_id)
+
+    return ServerSentEvent(events())
+
+
+def declare_job_events(openapi: OpenAPI) -> None:
+    """GET /jobs/{id}/events's stream, said in the OpenAPI document (the framework writes an empty schema)."""
+    operation = (openapi.paths or {})["/jobs/{job_id}/events"].get
+    assert operation is not None and operation.responses is not None
+    ok = operation.responses["200"]
+    assert not isinstance(ok, dict) and hasattr(ok, "content")
+    ok.description = "the job's events until it is done or failed"
+    ok.content = {
+        "text/event-stream": OpenAPIMediaType(
+            schema=Schema(
+                type=OpenAPIType.STRING,
+                description="Server-Sent Events: `job`, whose data is what GET /jobs/{id} answers, sent at once "
+                "and again each time the job changes; the stream ends after the one saying `done` or `failed`.",
+            )
+        )
+    }
+
+
+async def _visible_job(services: Services, request: Request[Any, Any, State], job_id: str) -> Job:
     client = await key_holder(services, request)
     job = await JobStore(services.pool).get(job_id)
     if job is None or not _may_see(client, job):
         raise ServiceError(404, "unknown_job", f"there is no ingest job {job_id!r}")
+    return job
+
+
+def _job_out(job: Job) -> JobOut:
     return JobOut(
         id=job.id,
         corpus=job.corpus,
@@ -188,4 +287,4 @@ async def documents_options(name: CorpusPath) -> Response[None]:
 
 
 # documents_options before the two handlers of its path (see corpus_admin.corpora_options).
-DOCUMENT_ROUTES = [documents_options, list_documents, upload_documents, job_status]
+DOCUMENT_ROUTES = [documents_options, list_documents, upload_documents, remove_document, job_status, job_events]

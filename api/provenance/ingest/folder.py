@@ -298,10 +298,12 @@ async def ingest(
     corpus: str = DEFAULT_CORPUS,
     replace: bool = False,
     batch_size: int = 32,
+    on_progress: Callable[[IngestReport, int], None] | None = None,
 ) -> IngestReport:
     """Ingest `directory` into `corpus`: files are read one at a time, passages and their sentences embedded
     in bounded windows and staged batch by batch, and the corpus switched over in one final transaction. An
-    interrupted run leaves its staged rows, and the next run embeds only what they lack."""
+    interrupted run leaves its staged rows, and the next run embeds only what they lack. `on_progress` is told
+    the report and the files read so far after each file (the ingest queue's job progress)."""
     if not valid_name(corpus):
         raise ConfigurationError(
             f"corpus name {corpus!r}: use 1-40 lowercase letters, digits, '-' or '_', starting with a letter or digit"
@@ -322,7 +324,7 @@ async def ingest(
     staged = await store.staged_passages(corpus)
     report.resumed = sum(1 for s in staged.values() if s.embedded or s.sentences_segmenter)
     # Pass 2: chunk each file, and embed and stage what is not stored or staged already.
-    passes = _Staging(store, corpus, model_name, embedder, report, batch_size, live, staged)
+    passes = _Staging(store, corpus, model_name, embedder, report, batch_size, live, staged, on_progress)
     await passes.stage_files(directory, survey, max_tokens)
 
     version = corpus_version(passes.content, model_name)
@@ -434,7 +436,9 @@ class _Staging:
         batch_size: int,
         live: dict[str, tuple[str, str, bool]],
         staged: dict[str, StagedState],
+        on_progress: Callable[[IngestReport, int], None] | None = None,
     ) -> None:
+        self.on_progress = on_progress
         self.store, self.corpus, self.model_name, self.embedder = store, corpus, model_name, embedder
         self.report, self.batch_size, self.live, self.staged = report, batch_size, live, staged
         self.content: dict[str, str] = {}  # passage id -> content hash: the corpus version, and duplicate ids
@@ -443,7 +447,7 @@ class _Staging:
 
     async def stage_files(self, directory: Path, survey: _Survey, max_tokens: int) -> None:
         progress = ProgressBar(len(survey.hashes), "ingesting files")
-        for name, _ in survey.hashes:
+        for done, (name, _) in enumerate(survey.hashes, 1):
             doc = survey.kept.pop(name, None) or _read_one(name, directory / name)
             if not isinstance(doc, SourceFile):  # changed since pass 1
                 raise ConfigurationError(f"{name} changed while it was being ingested; run the ingest again")
@@ -451,8 +455,13 @@ class _Staging:
                 await self._add(chunk)
             del doc
             progress.advance()
+            if self.on_progress is not None:
+                self.report.passages = len(self.content)
+                self.on_progress(self.report, done)
         if self.window:
             await self._flush()
+        if self.on_progress is not None:
+            self.on_progress(self.report, len(survey.hashes))
         progress.close()
 
     async def _add(self, chunk: Chunk) -> None:

@@ -150,18 +150,21 @@ class JobStore(Pooled):
         state: Literal["done", "failed"],
         documents: list[dict[str, Any]],
         error: str | None = None,
+        progress: dict[str, Any] | None = None,
     ) -> bool:
         async with self._conn(transaction=True) as conn:
             # The files are decided: kept as documents, or refused with their reasons in `documents`.
             await conn.execute("DELETE FROM job_uploads WHERE job_id = $1", job_id)
             finished = await conn.fetchval(
-                "UPDATE ingest_jobs SET state = $3, documents = $4::jsonb, error = $5, finished_at = now()"
+                "UPDATE ingest_jobs SET state = $3, documents = $4::jsonb, error = $5, finished_at = now(),"
+                " progress = coalesce($6::jsonb, progress)"
                 " WHERE id = $1 AND worker = $2 AND state = 'running' RETURNING true",
                 job_id,
                 worker,
                 state,
                 msgspec.json.encode(documents).decode(),
                 error,
+                None if progress is None else msgspec.json.encode(progress).decode(),
             )
         return bool(finished)
 

@@ -13,23 +13,27 @@ import hashlib
 import re
 import socket
 import tempfile
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from provenance import text as T
 from provenance.errors import ConfigurationError
 from provenance.inference.embedder import Embedder
-from provenance.ingest.folder import ingest
-from provenance.jobs.documents import Document, DocumentStore
+from provenance.ingest.folder import IngestReport, corpus_version, fingerprint, ingest
 from provenance.jobs.queue import LEASE_S, Job, JobStore
 from provenance.logs import get_logger
 from provenance.settings import Settings
-from provenance.store.corpora import CorpusStore
+from provenance.store.corpora import CorpusDescription, CorpusStore
+from provenance.store.sources import Document, SourceStore
 
 log = get_logger("provenance.jobs.worker")
 
 POLL_S = 1.0
+# How often a running job's progress is written (when it moved): what GET /jobs/{id}/events sees.
+PROGRESS_EVERY_S = 1.0
 TEXT_FORMATS = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".html": "html", ".htm": "html"}
 # Binary formats by their magic bytes: a name can say anything.
 BINARY_FORMATS = {".pdf": ("pdf", b"%PDF-"), ".docx": ("docx", b"PK\x03\x04")}
@@ -84,78 +88,118 @@ def refusal(file_name: str, data: bytes, max_bytes: int) -> tuple[str, str | Non
     return "", f"files named {suffix or '(no extension)'} are not read; these are: {known}"
 
 
-async def run_upload(
-    job: Job,
-    worker: str,
-    jobs: JobStore,
-    documents: DocumentStore,
-    store: CorpusStore,
-    embedder_factory: Callable[[], Embedder],
-    settings: Settings,
-) -> None:
-    corpus = job.corpus
-    outcomes: list[dict[str, Any]] = []
-    new: list[tuple[Document, bytes]] = []
-    for file_name, data in await jobs.uploads(job.id):
-        fmt, reason = refusal(file_name, data, settings.ingest.upload_max_file_bytes)
-        if reason is not None:
-            outcomes.append({"fileName": file_name, "status": "failed", "reason": reason})
-            continue
-        sha = hashlib.sha256(data).hexdigest()
-        same = await documents.with_sha(corpus, sha) or next((d for d, _ in new if d.sha256 == sha), None)
-        if same is not None:
-            outcomes.append({"fileName": file_name, "status": "unchanged", "id": same.id})
-            continue
-        doc = Document(corpus, uuid.uuid4().hex[:12], file_name, fmt, len(data), sha)
-        new.append((doc, data))
-        outcomes.append({"fileName": file_name, "status": "added", "id": doc.id})
-    if new:
-        kept = await documents.originals(corpus)
-        skipped = await _ingest(corpus, [*kept, *new], store, embedder_factory, settings)
-        for outcome in outcomes:
-            reason = skipped.get(outcome.get("id", ""))
-            if reason is not None and outcome["status"] == "added":
-                outcome.update(status="failed", reason=reason)
-        for doc, data in new:
-            if doc.id not in skipped:
-                await documents.add(doc, data)
-    await jobs.finish(job.id, worker, "done", outcomes)
+class JobRun:
+    """One job as a worker runs it: its stores, and its progress (documents read, passages made, passages
+    embedded), which the worker's heartbeat writes to the job while it runs."""
 
+    def __init__(
+        self,
+        job: Job,
+        documents: SourceStore,
+        store: CorpusStore,
+        embedder_factory: Callable[[], Embedder],
+        settings: Settings,
+    ) -> None:
+        self.job, self.corpus = job, job.corpus
+        self.documents, self.store, self.embedder_factory, self.settings = documents, store, embedder_factory, settings
+        self.progress: dict[str, int] = {"documents": 0, "passages": 0, "embedded": 0}
 
-async def _ingest(
-    corpus: str,
-    docs: list[tuple[Document, bytes]],
-    store: CorpusStore,
-    embedder_factory: Callable[[], Embedder],
-    settings: Settings,
-) -> dict[str, str]:
-    """Ingest the corpus's documents (each in a folder of its own, named by its id, so two uploads of one
-    file name never share a passage id); returns {document id: why it was not read}."""
-    with tempfile.TemporaryDirectory(prefix="provenance-upload-") as tmp:
-        root = Path(tmp)
-        paths: dict[str, str] = {}
-        for doc, data in docs:
-            folder = root / doc.id
-            folder.mkdir()
-            name = safe_name(doc.file_name)
-            (folder / name).write_bytes(data)
-            paths[f"{doc.id}/{name}"] = doc.id
-        try:
-            report = await ingest(
-                store,
-                root,
-                embedder_factory,
-                settings.embedding.model,
-                settings.ingest.chunk_max_tokens,
-                settings.retrieval.hnsw_min_passages,
-                corpus=corpus,
-                # The folder is made afresh for each job: the corpus is its documents, wherever they sit now.
-                replace=True,
-            )
-        except ConfigurationError as exc:
-            # Nothing readable at all: the corpus is left as it was, and every document says why.
-            return dict.fromkeys(paths.values(), str(exc).splitlines()[-1])
-    return {paths[name]: reason for name, reason in report.skipped_files if name in paths}
+    def _progressed(self, report: IngestReport, files: int) -> None:
+        self.progress = {"documents": files, "passages": report.passages, "embedded": report.embedded}
+
+    async def rebuild(self, docs: list[tuple[Document, bytes]]) -> dict[str, str]:
+        """Make the corpus's passages those of `docs`, each document at its path (its passages are
+        `{path}#{slug}`), through the folder ingest's staging area and one switch; returns {document id: why
+        it was not read}. No documents at all switch the corpus to none."""
+        if not docs:
+            await self._empty()
+            return {}
+        with tempfile.TemporaryDirectory(prefix="provenance-job-") as tmp:
+            root = Path(tmp)
+            paths: dict[str, str] = {}
+            for doc, data in docs:
+                path = root / doc.path
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+                paths[doc.path] = doc.id
+            try:
+                report = await ingest(
+                    self.store,
+                    root,
+                    self.embedder_factory,
+                    self.settings.embedding.model,
+                    self.settings.ingest.chunk_max_tokens,
+                    self.settings.retrieval.hnsw_min_passages,
+                    corpus=self.corpus,
+                    # The folder is made afresh for each job: the corpus is its documents, wherever they sit now.
+                    replace=True,
+                    on_progress=self._progressed,
+                )
+            except ConfigurationError as exc:
+                # Nothing readable at all: the corpus is left as it was, and every document says why.
+                return dict.fromkeys(paths.values(), str(exc).splitlines()[-1])
+        return {paths[name]: reason for name, reason in report.skipped_files if name in paths}
+
+    async def _empty(self) -> None:
+        model = self.settings.embedding.model
+        state = await self.store.corpus_state(self.corpus)
+        about = CorpusDescription(
+            self.corpus, None, state.title if state else "", state.description if state else "", []
+        )
+        fp = fingerprint([], model, self.settings.ingest.chunk_max_tokens)
+        await self.store.switch_corpus([], model, T.SEGMENTER_VERSION, corpus_version({}, model), fp, [], about)
+
+    async def add(self, files: list[tuple[str, bytes]]) -> list[dict[str, Any]]:
+        """An upload's files: each refused with its reason, unchanged (the same bytes are in the corpus
+        already), or added; the corpus rebuilt once with the added ones."""
+        outcomes: list[dict[str, Any]] = []
+        new: list[tuple[Document, bytes]] = []
+        source = await self.documents.add_source(self.corpus, "upload")
+        for file_name, data in files:
+            fmt, reason = refusal(file_name, data, self.settings.ingest.upload_max_file_bytes)
+            if reason is not None:
+                outcomes.append({"fileName": file_name, "status": "failed", "reason": reason})
+                continue
+            sha = hashlib.sha256(data).hexdigest()
+            same = await self.documents.with_sha(self.corpus, sha) or next((d for d, _ in new if d.sha256 == sha), None)
+            if same is not None:
+                outcomes.append({"fileName": file_name, "status": "unchanged", "id": same.id})
+                continue
+            doc_id = uuid.uuid4().hex[:12]
+            # Under its random id, so that two uploads of one file name never share a passage id.
+            path = f"{doc_id}/{safe_name(file_name)}"
+            doc = Document(self.corpus, doc_id, source.id, path, file_name, fmt, len(data), sha)
+            new.append((doc, data))
+            outcomes.append({"fileName": file_name, "status": "added", "id": doc.id})
+        if new:
+            kept = await self.documents.originals(self.corpus)
+            skipped = await self.rebuild([*kept, *new])
+            for outcome in outcomes:
+                reason = skipped.get(outcome.get("id", ""))
+                if reason is not None and outcome["status"] == "added":
+                    outcome.update(status="failed", reason=reason)
+            for doc, data in new:
+                if doc.id not in skipped:
+                    await self.documents.add(doc, data)
+        return outcomes
+
+    async def remove(self, ids: list[str]) -> list[dict[str, Any]]:
+        """Documents removed by id: the corpus rebuilt once without them, then they are forgotten (a job
+        killed between the two is resumed and removes them again)."""
+        kept = await self.documents.originals(self.corpus)
+        gone = [d for d, _ in kept if d.id in ids]
+        outcomes: list[dict[str, Any]] = [{"fileName": d.file_name, "status": "removed", "id": d.id} for d in gone]
+        found = {d.id for d in gone}
+        outcomes += [
+            {"fileName": "", "status": "failed", "id": i, "reason": "no such document in this corpus"}
+            for i in ids
+            if i not in found
+        ]
+        if gone:
+            await self.rebuild([(d, data) for d, data in kept if d.id not in found])
+            await self.documents.remove(self.corpus, sorted(found))
+        self.progress = {**self.progress, "documents": len(gone)}
+        return outcomes
 
 
 class Worker:
@@ -164,7 +208,7 @@ class Worker:
     def __init__(self, settings: Settings, pool: Any, embedder_factory: Callable[[], Embedder], name: str = "") -> None:
         self.settings = settings
         self.jobs = JobStore(pool)
-        self.documents = DocumentStore(pool)
+        self.documents = SourceStore(pool)
         self.store = CorpusStore(pool)
         self.embedder_factory = embedder_factory
         self.name = name or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
@@ -174,13 +218,19 @@ class Worker:
         if job is None:
             return False
         log.info("ingest job taken", job=job.id, corpus=job.corpus, kind=job.kind, attempt=job.attempts)
-        beating = asyncio.create_task(self._heartbeat(job, asyncio.current_task()))
+        run = JobRun(job, self.documents, self.store, self.embedder_factory, self.settings)
+        beating = asyncio.create_task(self._heartbeat(run, asyncio.current_task()))
         try:
-            await run_upload(
-                job, self.name, self.jobs, self.documents, self.store, self.embedder_factory, self.settings
-            )
+            if job.kind == "add":
+                outcomes = await run.add(await self.jobs.uploads(job.id))
+            elif job.kind == "remove":
+                outcomes = await run.remove(list(job.payload.get("documents", [])))
+            else:
+                raise ValueError(f"this worker runs no {job.kind!r} jobs")
+            beating.cancel()
+            await self.jobs.finish(job.id, self.name, "done", outcomes, progress=run.progress)
         except asyncio.CancelledError:
-            if beating.done() and beating.result() is False:
+            if beating.done() and not beating.cancelled() and beating.result() is False:
                 log.warning("ingest job taken over by another worker; this one stops", job=job.id)
                 return True
             raise
@@ -191,12 +241,18 @@ class Worker:
             beating.cancel()
         return True
 
-    async def _heartbeat(self, job: Job, running: asyncio.Task[Any] | None) -> bool:
-        """Touch the job while it runs, so no other worker takes it over; when it was taken over anyway (this
-        worker was stalled past the lease), stop the work here: the other worker owns it now."""
+    async def _heartbeat(self, run: JobRun, running: asyncio.Task[Any] | None) -> bool:
+        """Touch the job while it runs, so no other worker takes it over, and write its progress when it
+        moved; when it was taken over anyway (this worker was stalled past the lease), stop the work here: the
+        other worker owns it now."""
+        written: dict[str, int] | None = None
+        touched = time.monotonic()
         while True:
-            await asyncio.sleep(LEASE_S / 4)
-            if not await self.jobs.heartbeat(job.id, self.name, {}):
+            await asyncio.sleep(PROGRESS_EVERY_S)
+            if run.progress == written and time.monotonic() - touched < LEASE_S / 4:
+                continue
+            written, touched = dict(run.progress), time.monotonic()
+            if not await self.jobs.heartbeat(run.job.id, self.name, written):
                 if running is not None:
                     running.cancel()
                 return False

@@ -370,8 +370,8 @@ class CorpusStore(SearchStore):
 
     async def remove_corpus(self, corpus: str) -> RemovedCorpus | None:
         """Drop a corpus whole, in one transaction: its passages, their sentences, its cached answers, its
-        staging area, its common lexemes and its state. Nothing of another corpus is touched. None when there is
-        no such corpus.
+        staging area, its common lexemes, its documents and sources, and its state. Nothing of another corpus is
+        touched. None when there is no such corpus.
 
         An HNSW index needs no rebuild: the rows leave it as they leave the table (vacuum reclaims them)."""
         timeout = MAINTENANCE_TIMEOUT_S
@@ -398,6 +398,9 @@ class CorpusStore(SearchStore):
                 timeout=timeout,
             )
             await conn.execute("DELETE FROM common_lexemes WHERE corpus = $1", corpus, timeout=timeout)
+            # Its documents and their sources (store.sources): a corpus made later under the name starts afresh.
+            await conn.execute("DELETE FROM documents WHERE corpus = $1", corpus, timeout=timeout)
+            await conn.execute("DELETE FROM sources WHERE corpus = $1", corpus, timeout=timeout)
         if state is None and not passages and not staged:
             return None
         return RemovedCorpus(corpus, int(passages), int(sentences), int(answers), int(staged))
