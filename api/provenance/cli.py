@@ -332,6 +332,28 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return asyncio.run(_keys(_settings(), args))
 
 
+def cmd_sources(args: argparse.Namespace) -> int:
+    from provenance.access.commands import CommandMistake
+    from provenance.services import load_embedder
+    from provenance.sources.commands import sources
+
+    if args.sources_command is None:
+        return int(args.usage(args))
+    settings = _settings()
+
+    async def run() -> int:
+        pool = await _with_pool(settings)
+        try:
+            return await sources(pool, settings, args, lambda: load_embedder(settings, for_ingest=True))
+        finally:
+            await pool.close()
+
+    try:
+        return asyncio.run(run())
+    except CommandMistake as exc:
+        raise Mistake(str(exc)) from None
+
+
 def cmd_warm_cache(args: argparse.Namespace) -> int:
     return asyncio.run(_warm_cache(_settings(), args.corpus))
 
@@ -614,6 +636,7 @@ def build_parser() -> argparse.ArgumentParser:
         _warm_parser,
         _ingest_parser,
         _corpora_parser,
+        _sources_parser,
         _evals_parser,
         _feedback_parser,
     ):
@@ -648,6 +671,14 @@ def _keys_parser(sub: Any) -> None:
 
     add_key_arguments(keys_sub)
     keys.set_defaults(func=cmd_keys, usage=_usage(keys))
+
+
+def _sources_parser(sub: Any) -> None:
+    from provenance.sources.commands import add_source_arguments
+
+    sources = sub.add_parser("sources", help="sites crawled into a corpus: add, list, remove, sync")
+    add_source_arguments(sources.add_subparsers(dest="sources_command", metavar="ACTION"))
+    sources.set_defaults(func=cmd_sources, usage=_usage(sources))
 
 
 def _warm_parser(sub: Any) -> None:

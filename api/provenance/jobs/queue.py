@@ -101,7 +101,7 @@ class JobStore(Pooled):
             )
         return [(r["file_name"], bytes(r["original"])) for r in rows]
 
-    async def claim(self, worker: str, lease_s: float = LEASE_S) -> Job | None:
+    async def claim(self, worker: str, lease_s: float = LEASE_S, only: str | None = None) -> Job | None:
         """The oldest job this worker may start now, marked running; None when there is none. A queued job
         waits while another of its corpus runs; a running one whose heartbeat is older than `lease_s` is taken
         over. Workers skip the rows others are taking (SKIP LOCKED), so they never wait on each other."""
@@ -113,9 +113,10 @@ class JobStore(Pooled):
                         started_at = coalesce(started_at, now()), heartbeat_at = now()
                     WHERE id = (
                         SELECT j.id FROM ingest_jobs j
-                        WHERE (j.state = 'queued' AND NOT EXISTS (
+                        WHERE ((j.state = 'queued' AND NOT EXISTS (
                                 SELECT 1 FROM ingest_jobs r WHERE r.corpus = j.corpus AND r.state = 'running'))
-                            OR (j.state = 'running' AND j.heartbeat_at < now() - make_interval(secs => $2))
+                            OR (j.state = 'running' AND j.heartbeat_at < now() - make_interval(secs => $2)))
+                            AND ($3::text IS NULL OR j.id = $3)
                         ORDER BY j.created_at, j.id
                         LIMIT 1
                         FOR UPDATE SKIP LOCKED
@@ -124,6 +125,7 @@ class JobStore(Pooled):
                     """,
                     worker,
                     lease_s,
+                    only,
                 )
         except asyncpg.UniqueViolationError:
             # Another worker started a job of the same corpus between our look and our update.

@@ -24,6 +24,7 @@ from provenance.errors import ConfigurationError
 from provenance.inference.embedder import Embedder
 from provenance.ingest.folder import IngestReport, corpus_version, fingerprint, ingest
 from provenance.jobs.queue import LEASE_S, Job, JobStore
+from provenance.jobs.sites import sync_corpus
 from provenance.logs import get_logger
 from provenance.settings import Settings
 from provenance.store.corpora import CorpusDescription, CorpusStore
@@ -213,8 +214,10 @@ class Worker:
         self.embedder_factory = embedder_factory
         self.name = name or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
 
-    async def run_once(self) -> bool:
-        job = await self.jobs.claim(self.name)
+    async def run_once(self, only: str | None = None) -> bool:
+        """One job taken and run, if there is one (`only`: that job, which `provenance sources sync` queued and
+        runs in the foreground, through the same code a serving worker would)."""
+        job = await self.jobs.claim(self.name, only=only)
         if job is None:
             return False
         log.info("ingest job taken", job=job.id, corpus=job.corpus, kind=job.kind, attempt=job.attempts)
@@ -225,6 +228,12 @@ class Worker:
                 outcomes = await run.add(await self.jobs.uploads(job.id))
             elif job.kind == "remove":
                 outcomes = await run.remove(list(job.payload.get("documents", [])))
+            elif job.kind == "sync":
+                reports, outcomes = await sync_corpus(run, self.settings)
+                outcomes = [
+                    *({"fileName": r.source, "status": "synced", "summary": r.line()} for r in reports),
+                    *outcomes,
+                ]
             else:
                 raise ValueError(f"this worker runs no {job.kind!r} jobs")
             beating.cancel()
