@@ -27,6 +27,7 @@ from provenance.http.inputs import CheckedRequest, declare_string_rule
 from provenance.http.metrics_route import count_response, metrics_endpoint
 from provenance.http.middleware import request_middleware, security_headers
 from provenance.http.routes import ROUTES, declare_request_constraints, provide_services
+from provenance.http.sources import SOURCE_ROUTES
 from provenance.http.streaming import declare_streaming
 from provenance.jobs.worker import Worker
 from provenance.logs import configure_logging
@@ -70,7 +71,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             if settings.metrics.enabled:
                 worker_stopped()
 
-    route_handlers: list[Any] = [*CORPUS_ADMIN_ROUTES, *ROUTES, *DOCUMENT_ROUTES]
+    route_handlers: list[Any] = [*CORPUS_ADMIN_ROUTES, *ROUTES, *DOCUMENT_ROUTES, *SOURCE_ROUTES]
     before_send: list[Any] = [security_headers]
     if settings.metrics.enabled:
         # Off, /metrics is not there at all (an unknown path's 404) and nothing is counted per request.

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -18,13 +17,9 @@ from provenance.inference.embedder import Embedder
 from provenance.jobs.queue import JobStore
 from provenance.jobs.worker import Worker
 from provenance.settings import Settings
-from provenance.sources.urls import canonical
+from provenance.sources.options import BadSiteOption, site_options, site_url
 from provenance.store.corpora import CorpusStore
 from provenance.store.sources import SourceStore
-
-_EVERY = re.compile(r"^(\d+)([smhd])$")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-MIN_EVERY_S = 300
 
 
 def add_source_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,47 +40,6 @@ def add_source_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser
     sync.add_argument("corpus")
 
 
-def every_s(text: str) -> int:
-    found = _EVERY.match(text.strip())
-    if not found:
-        raise CommandMistake(f"--every {text!r}: a number and a unit, as 30m, 24h or 7d")
-    seconds = int(found.group(1)) * _UNIT_S[found.group(2)]
-    if seconds < MIN_EVERY_S:
-        raise CommandMistake(f"--every {text!r}: at least {MIN_EVERY_S // 60} minutes between syncs")
-    return seconds
-
-
-def site_options(
-    sitemap: str | None, prefix: str | None, max_pages: int | None, every: str | None, insecure: bool
-) -> dict[str, Any]:
-    """A site source's options, checked: what `sources add` and POST /corpora/{name}/sources store."""
-    options: dict[str, Any] = {}
-    if sitemap is not None:
-        if canonical(sitemap) is None:
-            raise CommandMistake(f"--sitemap {sitemap!r} is not an http(s) URL")
-        options["sitemap"] = sitemap
-    if prefix is not None:
-        if not prefix.startswith("/"):
-            raise CommandMistake(f"--prefix {prefix!r}: a path, starting with /")
-        options["prefix"] = prefix
-    if max_pages is not None:
-        if max_pages < 1:
-            raise CommandMistake("--max-pages: at least 1")
-        options["maxPages"] = max_pages
-    if every is not None:
-        options["everyS"] = every_s(every)
-    if insecure:
-        options["insecure"] = True
-    return options
-
-
-def site_url(url: str) -> str:
-    start = canonical(url)
-    if start is None:
-        raise CommandMistake(f"{url!r} is not an http(s) URL")
-    return start
-
-
 async def add_site(pool: asyncpg.Pool, corpus: str, url: str, options: dict[str, Any]) -> tuple[str, bool]:
     """(the source's id, whether the corpus was made for it)."""
     made = False
@@ -102,8 +56,11 @@ async def sources(
     action: str = args.sources_command
     if action == "add":
         check_corpus_name(args.corpus)
-        url = site_url(args.url)
-        options = site_options(args.sitemap, args.prefix, args.max_pages, args.every, args.insecure)
+        try:
+            url = site_url(args.url)
+            options = site_options(args.sitemap, args.prefix, args.max_pages, args.every, args.insecure)
+        except BadSiteOption as exc:
+            raise CommandMistake(str(exc)) from None
         source_id, made = await add_site(pool, args.corpus, url, options)
         print(
             f"{'created public corpus ' + args.corpus + '; ' if made else ''}added {url} to {args.corpus}"
@@ -120,7 +77,10 @@ async def sources(
         return 0
     if action == "remove":
         check_corpus_name(args.corpus)
-        url = site_url(args.url)
+        try:
+            url = site_url(args.url)
+        except BadSiteOption as exc:
+            raise CommandMistake(str(exc)) from None
         found = next((s for s in await store.sources(args.corpus) if s.kind == "site" and s.location == url), None)
         if found is None:
             raise CommandMistake(f"corpus {args.corpus!r} has no site {url!r}")
