@@ -174,3 +174,30 @@ class JobStore(Pooled):
         async with self._conn() as conn:
             row = await conn.fetchrow(f"SELECT {_COLUMNS} FROM ingest_jobs WHERE id = $1", job_id)
         return None if row is None else _job(row)
+
+    async def schedule_syncs(self) -> list[str]:
+        """Queue a sync of each corpus whose sites are due (`--every`): none of its sync jobs was created
+        within its shortest schedule, and none is waiting or running. Every worker of every replica calls
+        this when idle; the transaction's advisory lock makes them take turns, and each turn's statement sees
+        the jobs the turn before it queued, so a due corpus gets one sync, not one per replica. The corpora
+        it queued for."""
+        async with self._conn(transaction=True) as conn:
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('provenance.schedule_syncs'))")
+            rows = await conn.fetch(
+                """
+                INSERT INTO ingest_jobs (id, corpus, kind, payload)
+                SELECT md5(random()::text || clock_timestamp()::text || due.corpus), due.corpus, 'sync',
+                    '{"scheduled": true}'::jsonb
+                FROM (
+                    SELECT corpus, min((options->>'everyS')::float) AS every_s FROM sources
+                    WHERE kind = 'site' AND options ? 'everyS' GROUP BY corpus
+                ) due
+                WHERE NOT EXISTS (
+                    SELECT 1 FROM ingest_jobs j WHERE j.corpus = due.corpus AND j.kind = 'sync'
+                        AND (j.state IN ('queued', 'running')
+                            OR j.created_at > now() - make_interval(secs => due.every_s))
+                )
+                RETURNING corpus
+                """
+            )
+        return [r["corpus"] for r in rows]

@@ -270,6 +270,9 @@ class Worker:
         while True:
             try:
                 if not await self.run_once():
+                    # Idle: queue the syncs that are due (`sources add --every`), then wait for work.
+                    for corpus in await self.jobs.schedule_syncs():
+                        log.info("site sync scheduled", corpus=corpus)
                     await asyncio.sleep(POLL_S)
             except asyncio.CancelledError:
                 raise
