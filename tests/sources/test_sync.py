@@ -59,6 +59,15 @@ async def test_a_site_synced_twice_embeds_its_pages_once_and_a_change_only_its_o
     before = await passages(fresh_store)
     assert before and all(i.startswith(source_id[:12] + "/handbook/tools/") for i in before)
     assert not any("://" in i for i in before)
+    # What a citation shows: the page's URL, with the section's heading id where the page gives one.
+    async with fresh_store.pool.acquire() as conn:
+        cited = dict(await conn.fetch("SELECT id, source FROM passages WHERE corpus = 'tools'"))
+    assert all(c.startswith(site.origin + "/handbook/tools/") for c in cited.values())
+    fragments = [(i, c) for i, c in cited.items() if "#" in c]
+    assert fragments
+    for _, source in fragments:
+        page, fragment = source.removeprefix(site.origin).split("#")
+        assert f'id="{fragment}"' in site.pages[page]  # a heading of that page: the link opens at it
 
     again = await sync(fresh_store, settings, embedder, capsys)
     assert again.splitlines()[0] == "12 pages: 0 embedded, 12 unchanged, 0 removed, 0 failed"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -34,6 +35,7 @@ class Rebuilds(Protocol):
     corpus: str
     documents: SourceStore
     progress: dict[str, int]
+    cited: dict[str, tuple[str, dict[str, str]]]  # pages not stored yet, by document path: (URL, heading ids)
 
     async def rebuild(self, docs: list[tuple[Document, bytes]]) -> dict[str, str]: ...
 
@@ -68,6 +70,24 @@ def page_markdown(title: str | None, blocks: list[Block]) -> bytes:
     if title and not any(b.level == 1 for b in blocks):
         lines.insert(0, f"# {title.split(' | ')[0]}")
     return "\n\n".join(lines).encode()
+
+
+def citation_source(url: str, anchors: dict[str, str], heading: str) -> str:
+    """What a crawled passage's citation shows: the page's URL, with its section's heading id as the fragment
+    where the page gives one (the heading path's last part is the section's own heading)."""
+    anchor = anchors.get(heading.rsplit(" > ", 1)[-1])
+    return f"{url}#{anchor}" if anchor else url
+
+
+async def citations(run: Rebuilds) -> Callable[[str, str], str]:
+    """The ingest's `cite` for a rebuild of the job's corpus: crawled pages cite their URL, the rest their path."""
+    pages = {**await SitePageStore(run.documents.pool, run.documents.acquire_timeout_s).cited(run.corpus), **run.cited}
+
+    def cite(path: str, heading: str) -> str:
+        page = pages.get(path)
+        return path if page is None else citation_source(page[0], page[1], heading)
+
+    return cite
 
 
 def crawl_source(source: Source) -> crawler.Source:
@@ -111,6 +131,7 @@ async def sync_site(
                 hashlib.sha256(data).hexdigest(),
             )  # fmt: skip
             new.append((doc, data))
+            run.cited[path] = (page.url, page.anchors)
         kept.append(SitePage(page.url, document_id, known, page.anchors or (previous.anchors if previous else {})))
     removed_ids = {d for u in gone if u in before and (d := before[u].document_id)}
     report = SiteSync(

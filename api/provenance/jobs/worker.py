@@ -24,7 +24,7 @@ from provenance.errors import ConfigurationError
 from provenance.inference.embedder import Embedder
 from provenance.ingest.folder import IngestReport, corpus_version, fingerprint, ingest
 from provenance.jobs.queue import LEASE_S, Job, JobStore
-from provenance.jobs.sites import sync_corpus
+from provenance.jobs.sites import citations, sync_corpus
 from provenance.logs import get_logger
 from provenance.settings import Settings
 from provenance.store.corpora import CorpusDescription, CorpusStore
@@ -104,6 +104,7 @@ class JobRun:
         self.job, self.corpus = job, job.corpus
         self.documents, self.store, self.embedder_factory, self.settings = documents, store, embedder_factory, settings
         self.progress: dict[str, int] = {"documents": 0, "passages": 0, "embedded": 0}
+        self.cited: dict[str, tuple[str, dict[str, str]]] = {}  # a sync's pages not stored yet (jobs.sites)
 
     def _progressed(self, report: IngestReport, files: int) -> None:
         self.progress = {"documents": files, "passages": report.passages, "embedded": report.embedded}
@@ -135,6 +136,7 @@ class JobRun:
                     # The folder is made afresh for each job: the corpus is its documents, wherever they sit now.
                     replace=True,
                     on_progress=self._progressed,
+                    cite=await citations(self),
                 )
             except ConfigurationError as exc:
                 # Nothing readable at all: the corpus is left as it was, and every document says why.

@@ -28,6 +28,16 @@ class SitePageStore(Pooled):
             )
         return [_page(r) for r in rows]
 
+    async def cited(self, corpus: str) -> dict[str, tuple[str, dict[str, str]]]:
+        """The corpus's crawled pages by their document's path: (URL, heading ids)."""
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT d.path, p.url, p.anchors::text AS anchors FROM site_pages p"
+                " JOIN documents d ON d.id = p.document_id AND d.source_id = p.source_id WHERE d.corpus = $1",
+                corpus,
+            )
+        return {r["path"]: (r["url"], msgspec.json.decode(r["anchors"])) for r in rows}
+
     async def keep(self, source_id: str, kept: list[SitePage], gone: list[str]) -> None:
         """The sync's pages, in one transaction: `kept` written over what was, `gone` URLs forgotten."""
         async with self._conn(transaction=True) as conn:
