@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,9 @@ import pytest
 
 from provenance.access.store import AccessStore
 from provenance.guards.apikeys import create_key
+from provenance.inference.embedder import Embedder
+from provenance.ingest.folder import ingest
+from provenance.store.corpora import CorpusStore
 from provenance.store.pool import create_pool, migrate
 from tests.conftest import LiveServer, make_settings
 from tests.reliability.support import drop_schema
@@ -21,7 +25,7 @@ SITE = "http://127.0.0.1:9/handbook/"
 
 
 @pytest.fixture(scope="module")
-def api(pg_dsn: str, data_dir: Path) -> Iterator[tuple[str, dict[str, dict[str, str]]]]:
+def api(pg_dsn: str, data_dir: Path, embedder: Embedder) -> Iterator[tuple[str, dict[str, dict[str, str]]]]:
     settings = make_settings(pg_dsn, data_dir, rate_limit_per_hour=0, cache_ttl_s=0)
 
     async def keys() -> dict[str, str | None]:
@@ -30,6 +34,10 @@ def api(pg_dsn: str, data_dir: Path) -> Iterator[tuple[str, dict[str, dict[str, 
             await migrate(pool)
             access = AccessStore(pool)
             await access.create_corpus("handbook", "private", "", exists=False)
+            folder = Path(tempfile.mkdtemp()) / "notes"
+            folder.mkdir()
+            (folder / "leave.md").write_text("# Leave\n\n## Parental leave\n\nParents get twelve weeks of leave.\n")
+            await ingest(CorpusStore(pool), folder, lambda: embedder, settings.embedding.model, corpus="notes")
             return {
                 "admin": await create_key(access, "root", "admin"),
                 "editor": await create_key(access, "docs-team", "editor", ["handbook"]),
@@ -82,6 +90,13 @@ def test_an_admin_naming_a_new_corpus_makes_it_public(api: tuple[str, dict[str, 
     assert added.status_code == 202, added.text
     again = httpx.post(f"{url}/corpora/guides/sources", json={"url": SITE}, headers=h["reader"])
     assert again.status_code == 403  # public: a reader sees it, and may not change it
+
+
+def test_a_corpus_ingested_from_a_folder_takes_no_site(api: tuple[str, dict[str, dict[str, str]]]) -> None:
+    """A sync rebuilds its corpus from the corpus's documents, and a folder's are none: its passages would go."""
+    url, h = api
+    refused = httpx.post(f"{url}/corpora/notes/sources", json={"url": SITE}, headers=h["admin"])
+    assert (refused.status_code, refused.json()["error"]["code"]) == (409, "folder_corpus")
 
 
 @pytest.mark.parametrize(

@@ -53,6 +53,7 @@ def _spec(description: str) -> ResponseSpec:
         401: _spec("`api_key_required` or `invalid_api_key`"),
         403: _spec("`forbidden`: the key may read the corpus but not change it"),
         404: _spec("`unknown_corpus`: no such corpus, or none this key may read"),
+        409: _spec("`folder_corpus`: the corpus holds a folder's documents (`provenance ingest`)"),
     },
 )
 async def add_site_source(
@@ -64,6 +65,12 @@ async def add_site_source(
         await services.access.create_corpus(name, "public", "", exists=False)
     else:
         require_write(client, name, existing)
+    state = await services.store.corpus_state(name)
+    if state is not None and not await SourceStore(services.pool).documents(name):
+        raise ServiceError(
+            409, "folder_corpus", f"corpus {name!r} holds the documents of a folder (`provenance ingest`); a sync"
+            " rebuilds a corpus from its documents, so add the site to a corpus of its own"
+        )  # fmt: skip
     try:
         url = site_url(data.url)
         options = site_options(data.sitemap, data.prefix, data.max_pages, data.every, data.insecure)

@@ -43,8 +43,13 @@ def add_source_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser
 async def add_site(pool: asyncpg.Pool, corpus: str, url: str, options: dict[str, Any]) -> tuple[str, bool]:
     """(the source's id, whether the corpus was made for it)."""
     made = False
-    if await CorpusStore(pool).corpus_state(corpus) is None:
+    state = await CorpusStore(pool).corpus_state(corpus)
+    if state is None:
         made = await AccessStore(pool).create_corpus(corpus, "public", "", exists=False)
+    elif not await SourceStore(pool).documents(corpus):
+        # A sync rebuilds the corpus from its documents: a folder's passages (`provenance ingest`) are none.
+        raise CommandMistake(f"corpus {corpus!r} holds the documents of a folder (`provenance ingest`); add the site"
+                             " to a corpus of its own")  # fmt: skip
     source = await SourceStore(pool).add_source(corpus, "site", url, options)
     return source.id, made
 
