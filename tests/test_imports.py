@@ -96,7 +96,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("judges", "verifiers", "metrics"),
     # The pipeline's stages and the model profiles that supply its ports; ingest writes through the store, and
     # the ingest worker runs it for the queue's jobs.
-    ("stages", "profiles", "ingest", "jobs.worker"),
+    ("stages", "profiles", "ingest", "jobs.sites", "jobs.worker"),
     # The request's path, which orders the stages.
     ("pipeline",),
     # What a running service holds, the feedback desk, and the HTTP layer at the top.
@@ -105,7 +105,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("http", "app"),
     # Outside the request path: the offline evaluation and the command line.
     ("evaluation",),
-    ("cli", "__main__", "access.commands", "jobs.commands"),
+    ("cli", "__main__", "access.commands", "jobs.commands", "sources.commands"),
 )
 
 

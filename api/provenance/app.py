@@ -28,6 +28,7 @@ from provenance.http.key_info import KEY_ROUTES
 from provenance.http.metrics_route import count_response, metrics_endpoint
 from provenance.http.middleware import request_middleware, security_headers
 from provenance.http.routes import ROUTES, declare_request_constraints, provide_services
+from provenance.http.sources import SOURCE_ROUTES
 from provenance.http.streaming import declare_streaming
 from provenance.ingest.memory import bound_allocator
 from provenance.jobs.worker import Worker
@@ -115,7 +116,7 @@ def _lifespan(settings: Settings, services: Services | None) -> Callable[[Litest
 
 def _routes(settings: Settings) -> tuple[list[Any], list[Any]]:
     """The route handlers and the before-send hooks, as the settings turn parts on and off."""
-    route_handlers: list[Any] = [*CORPUS_ADMIN_ROUTES, *ROUTES, *DOCUMENT_ROUTES, *KEY_ROUTES]
+    route_handlers: list[Any] = [*CORPUS_ADMIN_ROUTES, *ROUTES, *DOCUMENT_ROUTES, *KEY_ROUTES, *SOURCE_ROUTES]
     before_send: list[Any] = [security_headers]
     if settings.metrics.enabled:
         # Off, /metrics is not there at all (an unknown path's 404) and nothing is counted per request.

@@ -77,3 +77,44 @@ async def test_the_database_itself_refuses_a_second_running_job_for_one_corpus(f
         else:
             raise AssertionError("two running jobs of one corpus were allowed")
     assert (await queue.get(first.id)).state == "running"  # type: ignore[union-attr]
+
+
+async def test_a_due_site_is_scheduled_once_however_many_replicas_ask_at_once(fresh_store: Store) -> None:
+    from provenance.store.sources import SourceStore
+
+    sources = SourceStore(fresh_store.pool)
+    await sources.add_source("handbook", "site", "https://docs.example.org/", {"everyS": 3600})
+    await sources.add_source("manual", "site", "https://manual.example.org/", {})  # no schedule
+    queue = jobs(fresh_store)
+    scheduled = await asyncio.gather(*(queue.schedule_syncs() for _ in range(6)))
+    assert sorted(c for turn in scheduled for c in turn) == ["handbook"]
+    # Within the hour nothing more, even once that sync has run.
+    taken = await queue.claim("w")
+    assert taken is not None and taken.kind == "sync" and taken.payload == {"scheduled": True}
+    assert await queue.finish(taken.id, "w", "done", [])
+    assert await queue.schedule_syncs() == []
+    async with fresh_store.pool.acquire() as conn:
+        await conn.execute("UPDATE ingest_jobs SET created_at = now() - interval '61 minutes'")
+    assert await queue.schedule_syncs() == ["handbook"]
+
+
+async def test_a_replica_scheduling_waits_for_the_turn_of_another_and_sees_what_it_queued(fresh_store: Store) -> None:
+    from provenance.store.sources import SourceStore
+
+    await SourceStore(fresh_store.pool).add_source("handbook", "site", "https://docs.example.org/", {"everyS": 3600})
+    queue = jobs(fresh_store)
+    other = await fresh_store.pool.acquire()
+    try:
+        turn = other.transaction()
+        await turn.start()  # another replica, in the middle of its turn: the lock held, its job not committed yet
+        await other.execute("SELECT pg_advisory_xact_lock(hashtext('provenance.schedule_syncs'))")
+        await other.execute(
+            "INSERT INTO ingest_jobs (id, corpus, kind, payload) VALUES (md5('x'), 'handbook', 'sync', '{}')"
+        )
+        ours = asyncio.create_task(queue.schedule_syncs())
+        await asyncio.sleep(0.5)
+        assert not ours.done()  # waits for the other's turn instead of reading around it
+        await turn.commit()
+        assert await ours == []  # and then sees its job: one sync, not two
+    finally:
+        await fresh_store.pool.release(other)

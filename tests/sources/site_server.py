@@ -98,7 +98,10 @@ class SiteServer:
     sitemap_paths: list[str] | None = None  # None: every page
     crawl_delay: float | None = None
     robots: str | None = None  # None: ROBOTS
+    errors: set[str] = field(default_factory=set)  # page paths that answer 500 (a server error mid-sync)
     hits: list[Hit] = field(default_factory=list)
+    in_flight: int = 0
+    most_in_flight: int = 0  # the most requests the server was answering at once
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> str:
@@ -115,6 +118,11 @@ class SiteServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def arrived(self, delta: int) -> None:
+        with self._lock:
+            self.in_flight += delta
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
 
     def record(self, hit: Hit) -> None:
         with self._lock:
@@ -143,6 +151,10 @@ class SiteServer:
 
 def _handler(site: SiteServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        # Persistent connections, as every web server a documentation site sits behind keeps them: the
+        # default HTTP/1.0 closed each one after its response, so a re-sync's 304s paid a connection each.
+        protocol_version = "HTTP/1.1"
+
         def log_message(self, format: str, *args: object) -> None:  # quiet: the tests read `hits`
             pass
 
@@ -169,14 +181,20 @@ def _handler(site: SiteServer) -> type[BaseHTTPRequestHandler]:
             split = urlsplit(self.path)
             path, query = split.path, parse_qs(split.query)
             # The crawler gave up on a trap (the drip, the big page): what it should do.
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                self.route(path, query)
+            site.arrived(+1)
+            try:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.route(path, query)
+            finally:
+                site.arrived(-1)
 
         def route(self, path: str, query: dict[str, list[str]]) -> None:
             if path == "/robots.txt":
                 self.send(200, site.robots_txt().encode(), "text/plain")
             elif path == "/sitemap.xml":
                 self.send(200, site.sitemap_xml().encode(), "application/xml")
+            elif path in site.errors:
+                self.send(500, b"<html><body>Internal error</body></html>")
             elif path in site.pages:
                 self.page(site.pages[path].encode())
             elif path == "/traps/":
@@ -228,6 +246,7 @@ def _handler(site: SiteServer) -> type[BaseHTTPRequestHandler]:
             site.record(Hit(self.headers.get("Host", ""), self.path, time.monotonic(), False, 200))
             self.send_response(200)
             self.send_header("Content-Type", "text/html")
+            self.send_header("Connection", "close")  # no length: the body ends when the connection does
             self.end_headers()
             self.wfile.write(b"<html><body><p>")
             deadline = time.monotonic() + DRIP_SECONDS

@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from provenance.cli import common, corpora, db, evals, feedback, ingest, keys, serve, warm
+from provenance.cli import common, corpora, db, evals, feedback, ingest, keys, serve, sources, warm
 from provenance.cli.common import Mistake
 from provenance.errors import ConfigurationError
 from provenance.jobs.commands import add_worker_parser
@@ -22,6 +22,7 @@ COMMANDS: tuple[Callable[[common.Subparsers], None], ...] = (
     warm.add,
     ingest.add,
     corpora.add,
+    sources.add,
     evals.add,
     feedback.add,
     add_worker_parser,

@@ -6,6 +6,7 @@ another folder into a corpus replaces its contents only when asked to (`replace`
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -300,13 +301,16 @@ async def ingest(
     batch_size: int = 32,
     on_progress: Callable[[IngestReport, int], None] | None = None,
     recorded_dir: Path | None = None,
+    cite: Callable[[str, str], str] | None = None,
 ) -> IngestReport:
     """Ingest `directory` into `corpus`: files are read one at a time, passages and their sentences embedded
     in bounded windows and staged batch by batch, and the corpus switched over in one final transaction. An
     interrupted run leaves its staged rows, and the next run embeds only what they lack. `on_progress` is told
     the report and the files read so far after each file (the ingest queue's job progress). `recorded_dir` is
-    the folder recorded as the corpus's (never its title: see describe) when `directory`
-    is a copy made of the corpus's documents."""
+    the folder recorded as the corpus's (never its title: see describe) when `directory` is a copy made of the
+    corpus's documents. `cite` names what a passage's citation shows (its `source`) from its file's name and its
+    heading: a crawled page's URL and #fragment; by default, the file's name. It is not part of the passage's id
+    or content hash."""
     if not valid_name(corpus):
         raise ConfigurationError(
             f"corpus name {corpus!r}: use 1-40 lowercase letters, digits, '-' or '_', starting with a letter or digit"
@@ -327,7 +331,7 @@ async def ingest(
     staged = await store.staged_passages(corpus)
     report.resumed = sum(1 for s in staged.values() if s.embedded or s.sentences_segmenter)
     # Pass 2: chunk each file, and embed and stage what is not stored or staged already.
-    passes = _Staging(store, corpus, model_name, embedder, report, batch_size, live, staged, on_progress)
+    passes = _Staging(store, corpus, model_name, embedder, report, batch_size, live, staged, on_progress, cite)
     await passes.stage_files(directory, survey, max_tokens)
 
     version = corpus_version(passes.content, model_name)
@@ -440,8 +444,9 @@ class _Staging:
         live: dict[str, tuple[str, str, bool]],
         staged: dict[str, StagedState],
         on_progress: Callable[[IngestReport, int], None] | None = None,
+        cite: Callable[[str, str], str] | None = None,
     ) -> None:
-        self.on_progress = on_progress
+        self.on_progress, self.cite = on_progress, cite
         self.store, self.corpus, self.model_name, self.embedder = store, corpus, model_name, embedder
         self.report, self.batch_size, self.live, self.staged = report, batch_size, live, staged
         self.content: dict[str, str] = {}  # passage id -> content hash: the corpus version, and duplicate ids
@@ -455,6 +460,8 @@ class _Staging:
             if not isinstance(doc, SourceFile):  # changed since pass 1
                 raise ConfigurationError(f"{name} changed while it was being ingested; run the ingest again")
             for chunk in chunk_blocks(doc.name, doc.blocks, self.embedder.count_tokens, max_tokens):
+                if self.cite is not None:
+                    chunk = dataclasses.replace(chunk, source=self.cite(doc.name, chunk.heading))
                 await self._add(chunk)
             del doc
             progress.advance()

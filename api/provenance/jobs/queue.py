@@ -121,7 +121,7 @@ class JobStore(Pooled):
             )
         return [(r["file_name"], bytes(r["original"])) for r in rows]
 
-    async def claim(self, worker: str, lease_s: float = LEASE_S) -> Job | None:
+    async def claim(self, worker: str, lease_s: float = LEASE_S, only: str | None = None) -> Job | None:
         """The oldest job this worker may start now, marked running; None when there is none. A queued job
         waits while another of its corpus runs; a running one whose heartbeat is older than `lease_s` is taken
         over. Workers skip the rows others are taking (SKIP LOCKED), so they never wait on each other."""
@@ -133,9 +133,10 @@ class JobStore(Pooled):
                         started_at = coalesce(started_at, now()), heartbeat_at = now()
                     WHERE id = (
                         SELECT j.id FROM ingest_jobs j
-                        WHERE (j.state = 'queued' AND NOT EXISTS (
+                        WHERE ((j.state = 'queued' AND NOT EXISTS (
                                 SELECT 1 FROM ingest_jobs r WHERE r.corpus = j.corpus AND r.state = 'running'))
-                            OR (j.state = 'running' AND j.heartbeat_at < now() - make_interval(secs => $2))
+                            OR (j.state = 'running' AND j.heartbeat_at < now() - make_interval(secs => $2)))
+                            AND ($3::text IS NULL OR j.id = $3)
                         ORDER BY j.created_at, j.id
                         LIMIT 1
                         FOR UPDATE SKIP LOCKED
@@ -144,6 +145,7 @@ class JobStore(Pooled):
                     """,
                     worker,
                     lease_s,
+                    only,
                 )
         except asyncpg.UniqueViolationError:
             # Another worker started a job of the same corpus between our look and our update.
@@ -192,3 +194,30 @@ class JobStore(Pooled):
         async with self._conn() as conn:
             row = await conn.fetchrow(f"SELECT {_COLUMNS} FROM ingest_jobs WHERE id = $1", job_id)
         return None if row is None else _job(row)
+
+    async def schedule_syncs(self) -> list[str]:
+        """Queue a sync of each corpus whose sites are due (`--every`): none of its sync jobs was created
+        within its shortest schedule, and none is waiting or running. Every worker of every replica calls
+        this when idle; the transaction's advisory lock makes them take turns, and each turn's statement sees
+        the jobs the turn before it queued, so a due corpus gets one sync, not one per replica. The corpora
+        it queued for."""
+        async with self._conn(transaction=True) as conn:
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('provenance.schedule_syncs'))")
+            rows = await conn.fetch(
+                """
+                INSERT INTO ingest_jobs (id, corpus, kind, payload)
+                SELECT md5(random()::text || clock_timestamp()::text || due.corpus), due.corpus, 'sync',
+                    '{"scheduled": true}'::jsonb
+                FROM (
+                    SELECT corpus, min((options->>'everyS')::float) AS every_s FROM sources
+                    WHERE kind = 'site' AND options ? 'everyS' GROUP BY corpus
+                ) due
+                WHERE NOT EXISTS (
+                    SELECT 1 FROM ingest_jobs j WHERE j.corpus = due.corpus AND j.kind = 'sync'
+                        AND (j.state IN ('queued', 'running')
+                            OR j.created_at > now() - make_interval(secs => due.every_s))
+                )
+                RETURNING corpus
+                """
+            )
+        return [r["corpus"] for r in rows]

@@ -26,6 +26,7 @@ from provenance.ingest.bombs import Bounds, docx_refusal, pdf_refusal
 from provenance.ingest.describe import EXAMPLE_FILES
 from provenance.ingest.folder import IngestReport, corpus_version, fingerprint, ingest
 from provenance.jobs.queue import LEASE_S, Job, JobStore
+from provenance.jobs.sites import citations, sync_corpus
 from provenance.logs import get_logger
 from provenance.settings import Settings
 from provenance.store.corpora import CorpusDescription, CorpusStore
@@ -113,6 +114,7 @@ class JobRun:
         self.progress: dict[str, int] = {"documents": 0, "passages": 0, "embedded": 0}
         limits = settings.ingest
         self.bounds = Bounds(limits.upload_max_expanded_bytes, limits.upload_max_ratio, limits.upload_max_pdf_pages)
+        self.cited: dict[str, tuple[str, dict[str, str]]] = {}  # a sync's pages not stored yet (jobs.sites)
 
     def _progressed(self, report: IngestReport, files: int) -> None:
         self.progress = {"documents": files, "passages": report.passages, "embedded": report.embedded}
@@ -155,6 +157,7 @@ class JobRun:
                     replace=True,
                     on_progress=self._progressed,
                     recorded_dir=folder,
+                    cite=await citations(self),
                 )
             except ConfigurationError as exc:
                 # Nothing readable at all: the corpus is left as it was, and every document says why.
@@ -238,8 +241,10 @@ class Worker:
         self.embedder_factory = embedder_factory
         self.name = name or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
 
-    async def run_once(self) -> bool:
-        job = await self.jobs.claim(self.name)
+    async def run_once(self, only: str | None = None) -> bool:
+        """One job taken and run, if there is one (`only`: that job, which `provenance sources sync` queued and
+        runs in the foreground, through the same code a serving worker would)."""
+        job = await self.jobs.claim(self.name, only=only)
         if job is None:
             return False
         log.info("ingest job taken", job=job.id, corpus=job.corpus, kind=job.kind, attempt=job.attempts)
@@ -250,6 +255,12 @@ class Worker:
                 outcomes = await run.add(await self.jobs.uploads(job.id))
             elif job.kind == "remove":
                 outcomes = await run.remove(list(job.payload.get("documents", [])))
+            elif job.kind == "sync":
+                reports, outcomes = await sync_corpus(run, self.settings)
+                outcomes = [
+                    *({"fileName": r.source, "status": "synced", "summary": r.line()} for r in reports),
+                    *outcomes,
+                ]
             else:
                 raise ValueError(f"this worker runs no {job.kind!r} jobs")
             beating.cancel()
@@ -286,6 +297,9 @@ class Worker:
         while True:
             try:
                 if not await self.run_once():
+                    # Idle: queue the syncs that are due (`sources add --every`), then wait for work.
+                    for corpus in await self.jobs.schedule_syncs():
+                        log.info("site sync scheduled", corpus=corpus)
                     await asyncio.sleep(POLL_S)
             except asyncio.CancelledError:
                 raise

@@ -29,6 +29,7 @@ from provenance.ingest.documents.blocks import Block
 from provenance.settings import SourcesSettings
 from provenance.sources.extract import CHOSEN, Extractor, extract
 from provenance.sources.fetch import Fetched, Fetcher
+from provenance.sources.guard import Resolve, system_resolve
 from provenance.sources.robots import Robots
 from provenance.sources.sitemap import sitemap_locs
 from provenance.sources.urls import canonical, default_prefix, origin, path_and_query, within
@@ -121,7 +122,12 @@ def content_hash(blocks: list[Block]) -> str:
 
 class _Walk:
     def __init__(
-        self, source: Source, known: Mapping[str, Known], settings: SourcesSettings, extractor: Extractor
+        self,
+        source: Source,
+        known: Mapping[str, Known],
+        settings: SourcesSettings,
+        extractor: Extractor,
+        resolve: Resolve = system_resolve,
     ) -> None:
         self.source = source
         self.known = known
@@ -134,7 +140,7 @@ class _Walk:
         self.origin = origin(start)
         self.prefix = source.prefix or default_prefix(start)
         self.max_pages = source.max_pages or settings.max_pages
-        self.fetcher = Fetcher(settings, insecure=source.insecure)
+        self.fetcher = Fetcher(settings, insecure=source.insecure, resolve=resolve)
         self.pages: dict[str, Page] = {}  # by canonical URL: each URL's one outcome
         self.queries: dict[str, set[str]] = {}
         self.admitted: set[str] = set()
@@ -151,7 +157,7 @@ class _Walk:
             return Robots.parse(got.body.decode("utf-8", "replace"))
         if got.status is not None and 400 <= got.status < 500:
             return Robots.missing()
-        if got.status is None and got.failure in ("tls", "network", "too-slow"):
+        if got.status is None and got.failure in ("tls", "network", "too-slow", "private-address"):
             return got
         return Robots.unreadable()
 
@@ -226,7 +232,14 @@ class _Walk:
                 return replace(base, outcome="skipped", reason=f"http-{got.status}")
             return replace(base, outcome="removed", reason=f"http-{got.status}")
         if got.failure is not None or got.kind is None:
-            return replace(base, outcome="failed", reason=got.failure or "no-body", detail=got.detail)
+            failed = replace(base, outcome="failed", reason=got.failure or "no-body", detail=got.detail)
+            if before is not None and before.duplicate_of is None:
+                # The last good version stays: its Known goes on to the next sync as it was.
+                return replace(
+                    failed, content_hash=before.content_hash, etag=before.etag,
+                    last_modified=before.last_modified, links=before.links,
+                )  # fmt: skip
+            return failed
         if canonical(got.url) != url:  # a same-origin redirect: the page is stored where it ended
             target = canonical(got.url)
             return replace(base, outcome="skipped", reason="redirected", detail=str(target), links=[str(target)])
@@ -329,5 +342,7 @@ async def crawl(
     known: Mapping[str, Known],
     settings: SourcesSettings,
     extractor: Extractor = CHOSEN,
+    resolve: Resolve = system_resolve,
 ) -> Crawl:
-    return await _Walk(source, known, settings, extractor).run()
+    """`resolve`: how host names are resolved (getaddrinfo); a test plays a rebinding name server with it."""
+    return await _Walk(source, known, settings, extractor, resolve).run()

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import lxml.html
 import trafilatura
 from lxml import etree
+from trafilatura.xpaths import OVERALL_DISCARD_XPATH
 
 from provenance.errors import UnreadableDocument
 from provenance.ingest.documents.blocks import Block, collapse
@@ -51,6 +52,17 @@ def extract(raw: bytes, kind: Kind, extractor: Extractor = CHOSEN) -> Extracted:
         text: ident for el in root.iter(*_HEADINGS) if (ident := el.get("id")) and (text := collapse(el.text_content()))
     }
     if extractor == "trafilatura":
+        # trafilatura's own chrome rules (ids and classes such as menu, cookie, banner, breadcrumbs, related,
+        # newsletter), applied to the page before it reads it: its extraction applies them, but when that
+        # finds little (a page whose content is its title), its rescue reads every paragraph of the page as it
+        # came, and the cookie banner and the newsletter box were that page's passages. The reader's fallback
+        # reads the pruned page too.
+        for discard in OVERALL_DISCARD_XPATH:
+            for element in discard(root):
+                element.drop_tree()
+        for element in [el for el in root.iter("p", "div") if _links_only(el)]:
+            element.drop_tree()
+        raw = lxml.html.tostring(root)
         # Its HTML, not its Markdown: the Markdown puts code fences inside list items, where they swallow the
         # headings after them (8 of 100 pages lost headings so); the HTML keeps h1-h6, lists and tables for
         # the HTML reader to read as it reads any page.
@@ -76,3 +88,13 @@ def _parse(raw: bytes) -> Any:
 
 def _is_canonical(el: Any) -> bool:
     return "canonical" in (el.get("rel") or "").lower().split() and bool(el.get("href"))
+
+
+def _links_only(el: Any) -> bool:
+    """A paragraph or box whose every word is a link's (a site name, "Print this page", a row of links):
+    navigation, as link density 1 says to boilerplate detectors. Not a list or a table: a list of links in the
+    content ("See also") is the content's."""
+    if next(el.iter("ul", "ol", "table"), None) is not None:
+        return False
+    text = collapse(el.text_content())
+    return bool(text) and collapse(" ".join(a.text_content() for a in el.iter("a"))) == text

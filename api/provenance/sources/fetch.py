@@ -8,7 +8,7 @@ an exception that stops the crawl.
 - Each request has `page_timeout_s` from sending to its last byte, so a slow drip fails (`too-slow`); a body
   past `max_page_bytes` fails as soon as it is (`too-large`), whatever Content-Length claimed.
 - Only HTML, PDF and Word bodies are read (`content-type` otherwise).
-- Every hop's host is checked against private addresses first (`guard`).
+- Every connection is opened by `guard.GuardedBackend`: to a public address only, the one it checked.
 - Invalid TLS fails (`tls`) unless the source is `insecure`.
 """
 
@@ -22,10 +22,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
+import httpcore
 import httpx
 
 from provenance.settings import SourcesSettings
-from provenance.sources.guard import PrivateAddress, check_public
+from provenance.sources.guard import GuardedBackend, PrivateAddress, Resolve, check_public, system_resolve
 from provenance.sources.robots import USER_AGENT
 from provenance.sources.urls import canonical, origin
 
@@ -69,18 +70,33 @@ class _Gate:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
+class _GuardedTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport over a connection pool whose connections `GuardedBackend` opens. httpx takes no
+    network backend, so its pool is replaced by one built the same way with ours."""
+
+    def __init__(self, backend: GuardedBackend, *, insecure: bool, max_connections: int) -> None:
+        super().__init__(verify=not insecure, trust_env=False)
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=httpx.create_ssl_context(verify=not insecure, trust_env=False),
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections,
+            network_backend=backend,
+        )
+
+
 class Fetcher:
-    def __init__(self, settings: SourcesSettings, *, insecure: bool = False) -> None:
+    def __init__(self, settings: SourcesSettings, *, insecure: bool = False, resolve: Resolve = system_resolve) -> None:
         self.settings = settings
         self.crawl_delay = 0.0  # robots.txt's, once read
         self.requests = 0
+        self._resolve = resolve
         self._gates: dict[str, _Gate] = {}
+        backend = GuardedBackend(allow_private=settings.allow_private, resolve=resolve)
         self._client = httpx.AsyncClient(
             headers={"User-Agent": USER_AGENT},
             follow_redirects=False,
-            verify=not insecure,
             timeout=httpx.Timeout(settings.page_timeout_s),
-            limits=httpx.Limits(max_connections=2 * settings.concurrency),
+            transport=_GuardedTransport(backend, insecure=insecure, max_connections=2 * settings.concurrency),
             trust_env=False,  # a proxy from the environment would hide which address is really fetched
         )
 
@@ -116,11 +132,12 @@ class Fetcher:
         return _with_elapsed(result, started)
 
     async def refused(self, url: str) -> str | None:
-        """Why `url` may not be fetched at all (a private address), or None."""
+        """Why `url` may not be fetched at all (a private address), or None: asked of the start URL before
+        robots.txt, so that a refused site is one outcome and no request. Each connection checks again."""
         if self.settings.allow_private:
             return None
         try:
-            await check_public(url)
+            await check_public(url, self._resolve)
         except PrivateAddress as exc:
             return str(exc)
         return None
@@ -129,9 +146,6 @@ class Fetcher:
         chain = [url]
         current = url
         for _hop in range(self.settings.max_redirects + 1):
-            refused = await self.refused(current)
-            if refused is not None:
-                return Fetched(current, None, "private-address", refused)
             headers = {}
             if current == url:  # validators belong to the page they came from, not to a redirect's target
                 if etag:
@@ -180,6 +194,8 @@ class Fetcher:
                         if len(body) > limit:
                             return Fetched(url, status, "too-large", f"over {limit} bytes")
                     return Fetched(url, status, None, kind=kind, body=bytes(body), etag=etag, last_modified=modified)
+        except PrivateAddress as exc:
+            return Fetched(url, None, "private-address", str(exc))
         except TimeoutError:
             return Fetched(url, None, "too-slow", f"not complete within {self.settings.page_timeout_s} s")
         except httpx.ConnectError as exc:

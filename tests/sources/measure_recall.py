@@ -1,0 +1,71 @@
+"""Retrieval on the crawled 18F handbook against the folder-ingested one (issue 46's recall target):
+`python -m tests.sources.measure_recall`. Both corpora go into one throwaway embedded Postgres: the handbook's
+folder through `ingest`, the test site (tests/sources/site_build.py) through `provenance sources sync`'s own
+code. Each answerable case of evals/18f-handbook.jsonl is retrieved from both as the pipeline retrieves
+(`stages.retrieve`'s hybrid search, k = 4), and scored as the evals score recall@4 (`retrieved_answer`).
+Answered correctly needs the generator and is not measured here."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+
+from provenance.evaluation.cases import Case, load_jsonl
+from provenance.evaluation.scoring import retrieved_answer
+from provenance.ingest.folder import ingest
+from provenance.services import load_embedder
+from provenance.settings import REPO_ROOT, Settings
+from provenance.sources.commands import add_site, sync_now
+from provenance.stages.retrieve import RRF_K
+from provenance.store import Store
+from provenance.store.embedded_pg import start_embedded
+from provenance.store.pool import create_pool, migrate
+from tests.sources.site_build import HANDBOOK, build
+from tests.sources.site_server import SiteServer
+
+K = 4
+
+
+async def main() -> None:
+    dsn = start_embedded(Path(tempfile.mkdtemp(prefix="provenance-recall-")) / "pg")
+    settings = Settings().with_overrides(
+        database_url=dsn, db_schema="recall", sources_delay_s=0.0, sources_allow_private=True, log_level="warning"
+    )
+    pool = await create_pool(dsn, settings)
+    await migrate(pool)
+    store = Store(pool)
+    embedder = load_embedder(settings, for_ingest=True)
+    started = time.monotonic()
+    await ingest(store, HANDBOOK, lambda: embedder, settings.embedding.model, settings.ingest.chunk_max_tokens,
+                 corpus="folder")  # fmt: skip
+    print(f"folder ingested in {time.monotonic() - started:.0f} s", flush=True)
+    site = SiteServer(build())
+    site.start()
+    started = time.monotonic()
+    await add_site(pool, "crawled", site.origin + "/handbook/about/", {"prefix": "/handbook/"})
+    await sync_now(pool, settings, "crawled", lambda: embedder)
+    print(f"site crawled and ingested in {time.monotonic() - started:.0f} s", flush=True)
+    site.stop()
+    cases = [c for c in load_jsonl(REPO_ROOT / "evals" / "18f-handbook.jsonl", Case) if c.expect == "answer"]
+    query_embedder = load_embedder(settings)
+    hits = {"folder": 0, "crawled": 0}
+    for case in cases:
+        query = query_embedder.embed_query(case.question)
+        for corpus in hits:
+            found = await store.hybrid_search(
+                query, case.question, K, pool_size=max(4 * K, 20), rrf_k=RRF_K, corpus=corpus, exact=True
+            )
+            hits[corpus] += bool(retrieved_answer([p.text for p in found], case.mustIncludeAny))
+    async with pool.acquire() as conn:
+        counts = dict(await conn.fetch("SELECT corpus, count(*) FROM passages GROUP BY corpus"))
+    n = len(cases)
+    print(f"passages: folder {counts.get('folder')}, crawled {counts.get('crawled')}")
+    print(f"recall@{K}: folder {hits['folder']}/{n} = {hits['folder'] / n:.3f}, crawled {hits['crawled']}/{n} = "
+          f"{hits['crawled'] / n:.3f}, ratio {hits['crawled'] / max(hits['folder'], 1):.3f}")  # fmt: skip
+    await pool.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,45 @@
+"""The chosen extractor on the test site's pages (tests/sources/site_build.py), without a crawl."""
+
+from __future__ import annotations
+
+import lxml.html
+import pytest
+
+from provenance.sources.extract import extract
+from tests.sources.site_build import HANDBOOK, build
+
+pytestmark = pytest.mark.skipif(not HANDBOOK.is_dir(), reason="the 18F handbook is not beside this checkout")
+
+# The template's chrome as a reader would notice it (the site name and "Print this page" are links around
+# the content; the others its boxes).
+CHROME = ("We use cookies", "monthly newsletter", "Browse the handbook", "Stay in the loop", "Print this page")
+
+
+@pytest.fixture(scope="module")
+def site() -> dict[str, str]:
+    return build()
+
+
+def test_a_page_whose_content_is_its_title_keeps_its_title_and_none_of_the_template(site: dict[str, str]) -> None:
+    """Where trafilatura finds too little, its rescue read every paragraph of the page: the banner and the
+    newsletter were such a page's passages."""
+    titled_only = [p for p in site if _content_words(site[p]) == 0]
+    assert len(titled_only) >= 2
+    for path in titled_only:
+        text = " ".join(b.text for b in extract(site[path].encode(), "html").blocks)
+        assert not any(piece in text for piece in [*CHROME, "TTS Handbook"]), (path, text)
+
+
+def test_a_content_page_keeps_its_headings_and_its_lists_of_links(site: dict[str, str]) -> None:
+    read = extract(site["/handbook/about/"].encode(), "html")
+    headings = {b.text for b in read.blocks if b.level}
+    assert "Principles" in headings
+    assert not any(piece in " ".join(b.text for b in read.blocks) for piece in CHROME)
+
+
+def _content_words(page: str) -> int:
+    """Words of the template's content div beyond its h1 and its print link."""
+    content = lxml.html.document_fromstring(page).get_element_by_id("content")
+    for element in [*content.iter("h1"), *content.iter("a")]:
+        element.drop_tree()
+    return len(content.text_content().split())
