@@ -11,6 +11,7 @@ import asyncpg
 import msgspec
 
 from provenance.access.store import AccessStore
+from provenance.claims import LocalVerifier, build_verifier
 from provenance.conversations.service import Conversations
 from provenance.feedback.desk import FeedbackDesk
 from provenance.feedback.responses import ResponseLog, served_settings
@@ -25,7 +26,6 @@ from provenance.store import Store
 from provenance.store.conversations import ConversationStore
 from provenance.store.guards import GuardStore
 from provenance.store.pool import create_pool, migrate, resolve_database_url
-from provenance.verifiers import LocalVerifier, build_verifier
 
 
 @dataclass

