@@ -81,7 +81,8 @@ def build_profile(settings: Settings, embedder: Embedder) -> Profile:
 
 def with_judge_costs(profile: Profile, local: LocalVerifier, settings: Settings) -> Profile:
     """A priced judge's calls counted in the spend cap's worst-case reservation (its own, in a free profile)."""
-    if local.judge is None or not settings.judge.priced:
+    # Anthropic's API is paid whatever JUDGE_PRICE_* say: its list prices (`pricing.price_table`).
+    if local.judge is None or not (settings.judge.priced or settings.judge.name == "anthropic"):
         return profile
     judge = local.judge.judge
     inner = profile.worst_case

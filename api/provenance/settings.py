@@ -24,7 +24,7 @@ RetrievalMode = Literal["vector", "hybrid"]
 LocalModels = Literal["features", "trained"]
 # Who judges support and relevance: the rules alone, a model over an OpenAI-compatible server (JUDGE_BASE_URL),
 # or Qwen2.5-Coder-1.5B that the service assembles and serves itself on loopback (`provenance.judges`).
-JudgeName = Literal["rules", "openai", "local"]
+JudgeName = Literal["rules", "openai", "anthropic", "local"]
 # Whose relevance counts when a judge reads the claims (JUDGE_RELEVANCE): verifiers/judged.py.
 JudgeRelevance = Literal["judge", "veto"]
 # Where a model profile's claims come from (CLAIMS_FROM): the model's own call, which gives them with its

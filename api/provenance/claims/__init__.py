@@ -19,7 +19,7 @@ import msgspec
 import numpy as np
 
 from provenance.claims.features import FeatureVerifier, build_feature_verifier, build_rule_support
-from provenance.claims.judge import BuiltJudge, build_judge, independent_of_generator
+from provenance.claims.judge import BuiltJudge, build_judge, independent_of_generator, judge_relation
 from provenance.claims.vectors import SentenceEmbeddings, WordVectors
 from provenance.claims.verdict import JudgedVerifier
 from provenance.inference.embedder import Embedder
@@ -91,6 +91,7 @@ def build_verifier(
             local,
             judge.judge,
             independent=independent_of_generator(resolved, judge.judge.model),
+            relation=judge_relation(resolved, judge.judge.model),
             relevance=resolved.judge.relevance,
         )
         tag = "|".join(t for t in (tag, judge.judge.tag, f"relevance:{resolved.judge.relevance}") if t)

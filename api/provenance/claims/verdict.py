@@ -53,7 +53,7 @@ from provenance.ports import (
     Verifier,
 )
 from provenance.settings import JudgeRelevance
-from provenance.wire import ClaimResult, EvidenceSpan, JudgeRecord
+from provenance.wire import ClaimResult, EvidenceSpan, JudgeRecord, JudgeRelation
 
 # The vetoes a judge can't overrule, and the cap each puts on its verdict.
 FINAL_VETOES = {"fact_not_stated": FACT_VETO, "negation_flipped": NEGATION_VETO}
@@ -73,10 +73,12 @@ class JudgedVerifier:
         *,
         independent: bool,
         relevance: JudgeRelevance = "judge",
+        relation: JudgeRelation = "independent",
     ) -> None:
         self.local = local
         self.judge = judge
         self.independent = independent
+        self.relation = relation
         self.relevance = relevance
         self.name = f"judge:{judge.model}"
 
@@ -139,6 +141,7 @@ class JudgedVerifier:
         record = JudgeRecord(
             model=self.judge.model,
             independent=self.independent,
+            relation=self.relation,
             method=method,
             calibrated=self.judge.calibration is not None,
             support=round(best, 4),

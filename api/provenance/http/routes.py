@@ -20,7 +20,7 @@ from litestar.response import ServerSentEvent
 from provenance import __version__, metrics
 from provenance.access.clients import Client
 from provenance.access.identify import identify
-from provenance.claims.judge import independent_of_generator
+from provenance.claims.judge import independent_of_generator, judge_relation
 from provenance.errors import BadRequest, ErrorEnvelope, NotFound, Overloaded, ServiceError, UnknownCorpus
 from provenance.http.conversations import CONVERSATION_ROUTES
 from provenance.http.streaming import stream_ask, wants_stream
@@ -126,6 +126,7 @@ def judge_info(services: Services) -> JudgeInfo | None:
         calibrated=judge.calibrated,
         independent=independent_of_generator(services.settings, judge.model),
         failure=judge.failure(),
+        relation=judge_relation(services.settings, judge.model),
     )
 
 
