@@ -118,13 +118,13 @@ def embedder_speed(folder: Path, n: int = 192) -> float:
 
 
 async def _synthetic(size: int) -> dict[str, Any]:
+    from provenance.claims.vectors import vocabulary_words
     from provenance.ingest.chunking import Chunk
     from provenance.ingest.folder import EMBED_WINDOW, corpus_version
     from provenance.settings import load_settings
     from provenance.store.corpora import CorpusStore, Staged
     from provenance.store.pool import create_pool, migrate, resolve_database_url
     from provenance.text import SEGMENTER_VERSION
-    from provenance.verifiers.vectors import vocabulary_words
 
     settings = load_settings()
     model = settings.embedding.model

@@ -20,13 +20,13 @@ import numpy as np
 
 from bench.common import percentile, scratch_store
 from bench.vector_scale import DIM, clustered
+from provenance.claims.vectors import vocabulary_words
 from provenance.inference.embedder import Embedder
 from provenance.ingest.chunking import Chunk
 from provenance.services import load_embedder
 from provenance.settings import REPO_ROOT, load_settings
 from provenance.stages.retrieve import RRF_K
 from provenance.store.corpora import CorpusDescription
-from provenance.verifiers.vectors import vocabulary_words
 
 CORPUS = "scale"
 

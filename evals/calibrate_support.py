@@ -29,15 +29,15 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import minimize
 
+from provenance.claims.features import COEFFICIENTS_PATH, SUPPORT_FEATURES, load_coefficients
+from provenance.claims.rules import LogisticModel
+from provenance.claims.support import RuleSupport
+from provenance.claims.vectors import SentenceEmbeddings, WordVectors
 from provenance.inference.embedder import get_embedder
 from provenance.ingest.chunking import chunk_document
 from provenance.ingest.folder import read_sources
 from provenance.ports import ScoredPassage, SupportFeatures
 from provenance.settings import Settings
-from provenance.verifiers.features import COEFFICIENTS_PATH, SUPPORT_FEATURES, load_coefficients
-from provenance.verifiers.rules import LogisticModel
-from provenance.verifiers.support import RuleSupport
-from provenance.verifiers.vectors import SentenceEmbeddings, WordVectors
 
 ROOT = Path(__file__).resolve().parent.parent
 PAIRS = ROOT / "evals" / "support-pairs.jsonl"
@@ -78,12 +78,12 @@ def fit(X: np.ndarray, y: np.ndarray, l2: float = 0.5) -> tuple[np.ndarray, floa
     return result.x[:-1] * signs, float(result.x[-1])
 
 
-def judge_all(
-    judge: RuleSupport, pairs: list[dict[str, object]], passages: list[ScoredPassage]
+def check_all(
+    rules: RuleSupport, pairs: list[dict[str, object]], passages: list[ScoredPassage]
 ) -> list[tuple[float, SupportFeatures | None, str | None]]:
     out = []
     for n, pair in enumerate(pairs):
-        scored = judge.judge([str(pair["claim"])], passages)[0]
+        scored = rules.check([str(pair["claim"])], passages)[0]
         best = max(scored, key=lambda s: s.score)
         out.append((best.score, best.features, best.veto))
         if n % 50 == 0:
@@ -120,8 +120,8 @@ def main() -> int:
     embedder = get_embedder(settings.embedding.model, settings.data_dir)
     coef = load_coefficients()
     sentences = SentenceEmbeddings(embedder)
-    judge = RuleSupport(sentences, WordVectors(embedder), coef.support)
-    judge.set_corpus([(p.text, p.sentences or ()) for p in passages])
+    rules = RuleSupport(sentences, WordVectors(embedder), coef.support)
+    rules.set_corpus([(p.text, p.sentences or ()) for p in passages])
     y = np.asarray([pair_label(p) for p in pairs], dtype=float)
     order = list(range(len(pairs)))
     random.Random(SEED).shuffle(order)
@@ -130,7 +130,7 @@ def main() -> int:
     model = coef.support
     for round_ in range(ROUNDS if args.fit else 0):
         print(f"round {round_ + 1}: choosing windows with {model.weights} {model.intercept}", file=sys.stderr)
-        judged = judge_all(judge, pairs, passages)
+        judged = check_all(rules, pairs, passages)
         # Vetoed pairs are decided by the veto; the model learns from the rest.
         usable = [i for i in train if judged[i][1] is not None and judged[i][2] is None]
         X = np.asarray([[getattr(judged[i][1], f) for f in SUPPORT_FEATURES] for i in usable])
@@ -140,8 +140,8 @@ def main() -> int:
             weights=[round(float(w), 4) for w in weights],
             intercept=round(intercept, 4),
         )
-        judge.model = model
-    final = judge_all(judge, pairs, passages)
+        rules.model = model
+    final = check_all(rules, pairs, passages)
     scores = [s for s, _, _ in final]
     lines = [f"support model {model.features} {model.weights} {model.intercept}"]
     lines += ["held-out fifth:", *report(pairs, scores, held_out), "all pairs:", *report(pairs, scores, order)]

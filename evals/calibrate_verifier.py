@@ -24,7 +24,7 @@ the vocabulary of corpus/.
 Relevance (does the claim answer the question?) is fitted on the answer sentences against the other
 sentences, near misses and foreign-term questions. (The hallucinated, number-swapped and negated claims
 trained the old support model, which multiplied into one score; support is now judged apart, without the
-question, by `verifiers.support`.)
+question, by `claims.support`.)
 Only HaluEval items whose question the knowledge fully covers are used: its multi-hop questions often
 use words their knowledge lacks, and would teach the verifier that such a word is harmless.
 """
@@ -45,13 +45,13 @@ from scipy.optimize import minimize
 from sklearn.metrics import roc_auc_score
 
 from provenance import text as T
+from provenance.claims.features import COEFFICIENTS_PATH, RELEVANCE_FEATURES, RelevanceExtractor
+from provenance.claims.vectors import SentenceEmbeddings, WordVectors
 from provenance.inference.embedder import get_embedder
 from provenance.ingest.chunking import chunk_document
 from provenance.ingest.folder import read_sources
 from provenance.ports import ScoredPassage
 from provenance.settings import Settings
-from provenance.verifiers.features import COEFFICIENTS_PATH, RELEVANCE_FEATURES, RelevanceExtractor
-from provenance.verifiers.vectors import SentenceEmbeddings, WordVectors
 
 SEED = 20261129
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"

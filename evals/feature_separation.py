@@ -24,13 +24,13 @@ import msgspec
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
+from provenance.claims.features import RELEVANCE_FEATURES, SUPPORT_FEATURES, FeatureVerifier
 from provenance.evaluation.runner import run_evals
 from provenance.evaluation.scoring import answer_matches
 from provenance.ports import ScoredPassage, Verification
 from provenance.report import table
 from provenance.services import build_profile, load_embedder
 from provenance.settings import Settings
-from provenance.verifiers.features import RELEVANCE_FEATURES, SUPPORT_FEATURES, FeatureVerifier
 
 
 class RecordingVerifier:
@@ -91,7 +91,7 @@ def main() -> int:
         claims, passages = seen
         q_vec = embedder.embed_query(r.question)
         c_vec = local.relevance.sentences.get([claims[0]])[0]
-        support = max(local.support.judge([claims[0]], passages)[0], key=lambda s: s.score)
+        support = max(local.support.check([claims[0]], passages)[0], key=lambda s: s.score)
         passage = next(p for p in passages if p.id == support.passage_id)
         relevance = local.relevance.features(r.question, claims[0], c_vec, q_vec, passage)
         support_values = (

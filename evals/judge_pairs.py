@@ -30,20 +30,20 @@ import numpy as np
 from scipy.optimize import minimize
 
 from provenance import text as T
+from provenance.claims.features import load_coefficients
+from provenance.claims.judge import client_for
+from provenance.claims.judge.calibration import JudgeCalibration, save_calibration
+from provenance.claims.judge.model import ModelJudge
+from provenance.claims.support import RuleSupport
+from provenance.claims.vectors import SentenceEmbeddings, WordVectors
+from provenance.claims.verdict import FINAL_VETOES, window_of
 from provenance.inference.embedder import get_embedder
 from provenance.ingest.chunking import chunk_document
 from provenance.ingest.folder import read_sources
-from provenance.judges import client_for
-from provenance.judges.calibration import JudgeCalibration, save_calibration
-from provenance.judges.model import ModelJudge
 from provenance.ports import PassageSupport, ScoredPassage
 from provenance.report import table
 from provenance.settings import Settings
 from provenance.stages.lexical import MIN_OVERLAP
-from provenance.verifiers.features import load_coefficients
-from provenance.verifiers.judged import FINAL_VETOES, window_of
-from provenance.verifiers.support import RuleSupport
-from provenance.verifiers.vectors import SentenceEmbeddings, WordVectors
 
 ROOT = Path(__file__).resolve().parent.parent
 FIT = (ROOT / "evals" / "support-pairs.jsonl", ROOT / "corpus")
@@ -116,7 +116,7 @@ async def score_pairs(
     for n, pair in enumerate(pairs):
         claim = str(pair["claim"])
         passages = by_source[str(pair["source"])]
-        scored = sorted(rules.judge([claim], passages)[0], key=lambda s: -s.score)
+        scored = sorted(rules.check([claim], passages)[0], key=lambda s: -s.score)
         judged = []
         for candidate in scored[: judge.candidates]:
             # As at run time: the window of the passage the rules read the claim against.

@@ -16,7 +16,7 @@ Two labelled sets, neither from our eval cases:
 
 Each prompt in `PROMPTS` is judged on both: ROC AUC of the raw P(Yes), and how many answers and non-answers
 reach the gate's 0.70. `--fit` fits Platt scaling of the judge's P(Yes), under the prompt the judge uses
-(`provenance.judges.model.RELEVANCE`), on HaluEval, and writes it beside the support calibration; the 18F
+(`provenance.claims.judge.model.RELEVANCE`), on HaluEval, and writes it beside the support calibration; the 18F
 pairs report it, never fitted on. Judgments are kept in `evals/judge/<model>-relevance.jsonl`, keyed by the
 prompt's wording: a run that stopped resumes.
 """
@@ -36,9 +36,9 @@ import msgspec
 
 from evals.calibrate_verifier import examples, load_halueval
 from evals.judge_pairs import CACHE, PASS, auc, fit_platt
-from provenance.judges import client_for
-from provenance.judges.calibration import calibration_for, save_calibration
-from provenance.judges.model import RELEVANCE, ModelJudge, RelevancePrompt
+from provenance.claims.judge import client_for
+from provenance.claims.judge.calibration import calibration_for, save_calibration
+from provenance.claims.judge.model import RELEVANCE, ModelJudge, RelevancePrompt
 from provenance.report import table
 from provenance.settings import Settings
 
@@ -58,7 +58,7 @@ _REPLY_SYSTEM = (
 )
 
 # The wordings measured, written before any was measured on the 18F pairs. The first, `sentence`, is the
-# one in use (`provenance.judges.model.RELEVANCE`): evals/results-judge-relevance.md says why.
+# one in use (`provenance.claims.judge.model.RELEVANCE`): evals/results-judge-relevance.md says why.
 PROMPTS = {
     p.name: p
     for p in (

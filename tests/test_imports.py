@@ -92,8 +92,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("guards", "access.identify"),
     # Follow-up questions: who may read which conversation, and the batched writer of its turns.
     ("conversations",),
-    # Who decides a claim, and the counters every part increments.
-    ("judges", "verifiers", "metrics"),
+    # Who decides a claim (the rule checks, the local verifiers, the model judge, whose verdict wins), and the
+    # counters every part increments.
+    ("claims", "metrics"),
     # The pipeline's stages and the model profiles that supply its ports; ingest writes through the store, and
     # the ingest worker runs it for the queue's jobs.
     ("stages", "profiles", "ingest", "jobs.sites", "jobs.worker"),

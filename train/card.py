@@ -183,7 +183,7 @@ Both start from all-MiniLM-L6-v2 (22.7M parameters, Apache-2.0), the full-precis
   claim and its evidence, so its score is whether the evidence supports this claim *as the answer to this
   question*. Support must not depend on the question (a claim is stated by the passages or it isn't,
   whatever was asked), so under `LOCAL_MODELS=trained` support is judged by the same question-free check the
-  feature verifier uses (`api/provenance/verifiers/support.py`), and this model's calibrated score is the
+  feature verifier uses (`api/provenance/claims/support.py`), and this model's calibrated score is the
   claim's relevance. The alternative, feeding it an empty question for support, asks it something it was
   never trained on (every training triple has a question), so it was not taken. With the reader's quoted
   claims nothing changes in practice: a quoted sentence's support is 1.0 either way, and the gate's

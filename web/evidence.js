@@ -204,10 +204,19 @@ function claimRow(c, i, g, ctx, passageList) {
   return row;
 }
 
-/** Who read the claim: the judge model by name, whether it is independent of the model that wrote the answer,
- * and what it said, before the rules' vetoes. */
+/** How the judge stands to the model that wrote the answer: another model of the same provider is never called
+ * independent. */
+const RELATIONS = {
+  independent: ', independent of the writer',
+  same_provider: ', same provider as the writer, different model',
+  same_model: ', the same model as the writer, in a separate call',
+};
+
+/** Who read the claim: the judge model by name, how it stands to the model that wrote the answer, and what it
+ * said, before the rules' vetoes. */
 function judgeLine(j) {
-  const who = `${j.model}${j.independent ? ', independent of the writer' : ', the same model as the writer, in a separate call'}`;
+  const relation = j.relation || (j.independent ? 'independent' : 'same_model');
+  const who = `${j.model}${RELATIONS[relation] || RELATIONS.same_model}`;
   const parts = [];
   if (isNum(j.rawSupport)) parts.push(`says the passage states it: ${fmtScore(j.rawSupport)}${j.calibrated ? ` (calibrated ${fmtScore(j.support)})` : ' (uncalibrated)'}`);
   if (isNum(j.relevance)) parts.push(`says it answers the question: ${fmtScore(j.relevance)}`);

@@ -57,15 +57,15 @@ class ClaimVerdict(msgspec.Struct, frozen=True):
     # Where the support check found the claim in each passage it read, best first: the window it scored.
     evidence: list[EvidenceSpan] = msgspec.field(default_factory=list)
     # The check that capped the support of the passage it rests on, when one did: a fact the passage doesn't
-    # state, a flipped rule, a claim that isn't self-contained (`verifiers.support`).
+    # state, a flipped rule, a claim that isn't self-contained (`claims.support`).
     veto: str | None = None
     # The rules' support for the claim in each passage, best first: what a reading judge ranks and vetoes by.
     passages: list[PassageSupport] = msgspec.field(default_factory=list)
     # A reading judge's verdicts, when one judged the claim: then `support` and `relevance` are the judge's
-    # (under the vetoes) and `rules_support` is what the rules alone said.
+    # (under the vetoes) and `local_support` is what the rules alone said.
     judge: JudgeRecord | None = None
-    rules_support: float | None = None
-    rules_relevance: float | None = None
+    local_support: float | None = None
+    local_relevance: float | None = None
 
 
 # A verdict a verifier left out counts as "not supported": verification fails closed.
@@ -82,7 +82,7 @@ class Verification(msgspec.Struct, frozen=True):
 
 
 class SupportFeatures(msgspec.Struct, frozen=True):
-    """What the rules' support check weighs (`verifiers.support`)."""
+    """What the rules' support check weighs (`claims.support`)."""
 
     # Mean over the claim's content words of how well the window holds each (exactly, as part of a
     # compound, or as a near-synonym), 0 to 1.
@@ -108,11 +108,11 @@ class PassageSupport(msgspec.Struct, frozen=True):
 class SupportCheck(Protocol):
     """Do the passages state each claim? Judged without the question: a claim is stated by the passages or it
     isn't, whatever was asked. One score per claim per passage, with the window read and any veto. The rules
-    (`verifiers.support.RuleSupport`) are one; a verifier takes whichever it is given."""
+    (`claims.support.RuleSupport`) are one; a verifier takes whichever it is given."""
 
     name: str
 
-    def judge(self, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> list[list[PassageSupport]]: ...
+    def check(self, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> list[list[PassageSupport]]: ...
 
     def set_corpus(self, passages: Sequence[CorpusText]) -> None: ...
 
@@ -192,7 +192,7 @@ class DecomposeAndVerify(Protocol):
 
 
 class JudgeHandle(msgspec.Struct, frozen=True):
-    """The reading judge a profile runs (`provenance.judges`), as the service sees it: what /healthz names,
+    """The reading judge a profile runs (`provenance.claims.judge`), as the service sees it: what /healthz names,
     and what it stops when it stops."""
 
     model: str

@@ -11,6 +11,7 @@ import asyncpg
 import msgspec
 
 from provenance.access.store import AccessStore
+from provenance.claims import LocalVerifier, build_verifier
 from provenance.conversations.service import Conversations
 from provenance.feedback.desk import FeedbackDesk
 from provenance.feedback.responses import ResponseLog, served_settings
@@ -25,7 +26,6 @@ from provenance.store import Store
 from provenance.store.conversations import ConversationStore
 from provenance.store.guards import GuardStore
 from provenance.store.pool import create_pool, migrate, resolve_database_url
-from provenance.verifiers import LocalVerifier, build_verifier
 
 
 @dataclass
@@ -82,7 +82,8 @@ def build_profile(settings: Settings, embedder: Embedder) -> Profile:
 
 def with_judge_costs(profile: Profile, local: LocalVerifier, settings: Settings) -> Profile:
     """A priced judge's calls counted in the spend cap's worst-case reservation (its own, in a free profile)."""
-    if local.judge is None or not settings.judge.priced:
+    # Anthropic's API is paid whatever JUDGE_PRICE_* say: its list prices (`pricing.price_table`).
+    if local.judge is None or not (settings.judge.priced or settings.judge.name == "anthropic"):
         return profile
     judge = local.judge.judge
     inner = profile.worst_case

@@ -311,6 +311,11 @@ class ClaimResult(Wire):
 
 
 JudgeMethod = Literal["logprobs", "json"]
+# Who the judge is beside the model that wrote the answer: another provider's model (or any judge of the local
+# profile's extractive answers), another model of the writer's own provider (JUDGE=anthropic under the
+# anthropic profile: "same provider, different model", never called independent), or the writer itself in a
+# separate call.
+JudgeRelation = Literal["independent", "same_provider", "same_model"]
 
 
 class JudgeRecord(Wire):
@@ -318,7 +323,7 @@ class JudgeRecord(Wire):
     (support calibrated for this judge model when `calibrated`); `raw_*` are P(Yes) as the model gave them.
     `method`: read from the first token's logprobs, or a constrained JSON verdict (a server without
     logprobs: then each is 0 or 1). `independent`: the judge is another model than the one that wrote the
-    answer; false when the same model judged in a separate call."""
+    answer; false when the same model judged in a separate call. `relation` says how far apart they are."""
 
     model: str
     independent: bool
@@ -333,6 +338,7 @@ class JudgeRecord(Wire):
     # Support judgments made for this claim (one per passage read; 0 for a quoted claim).
     judgments: int = 0
     detail: str | None = None
+    relation: JudgeRelation = "independent"
 
 
 Judgment = Literal["support", "relevance"]
@@ -449,6 +455,7 @@ class JudgeInfo(Wire):
     independent: bool
     # Why the judge can't answer now (its model server died for good); None while it can.
     failure: str | None = None
+    relation: JudgeRelation = "independent"
 
 
 class Health(Wire):

@@ -85,7 +85,7 @@ def test_rescoring_matches_the_gate() -> None:
     assert svg.startswith("<svg") and svg.count("<circle") == len(THRESHOLDS)
 
 
-def test_a_judged_case_is_rescored_with_the_rules_relevance_or_both_and_its_caps_stay() -> None:
+def test_a_judged_case_is_rescored_with_the_local_relevance_or_both_and_its_caps_stay() -> None:
     # Quoted claims (support 1.0) that the judge found half-answering and the rules found answering.
     judged = refused_case(
         status="refused",
@@ -93,7 +93,7 @@ def test_a_judged_case_is_rescored_with_the_rules_relevance_or_both_and_its_caps
         claim_support=[1.0, 1.0],
         claim_relevance=[0.55, 0.6],
         claim_judge_relevance=[0.55, 0.6],
-        claim_rules_relevance=[0.9, 0.8],
+        claim_local_relevance=[0.9, 0.8],
     )
     rules = GateSettings(min_claim=0.4)
     assert rescore_relevance([judged], rules, "judge", "every")[0].status == "refused"

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import httpx
 import pytest
 
+from provenance.claims.features import FEATURE_VERIFIER
 from provenance.guards.base import NoGuards, Reservation
 from provenance.inference.embedder import Embedder
 from provenance.pipeline.door import Pipeline
@@ -19,7 +20,6 @@ from provenance.profiles.anthropic import build_anthropic_profile
 from provenance.profiles.outputs import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
 from provenance.services import Services
 from provenance.settings import Settings
-from provenance.verifiers.features import FEATURE_VERIFIER
 from provenance.wire import SpendStage
 from tests.conftest import LiveServer
 from tests.fake_anthropic import (

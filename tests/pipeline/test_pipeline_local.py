@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from provenance.pipeline.door import Pipeline
-from provenance.pipeline.reasons import REASONS, UNCERTAIN, explain, headline_for, left_out_note
+from provenance.pipeline.reasons import QUOTED_UNCERTAIN, REASONS, UNCERTAIN, explain, headline_for, left_out_note
 from provenance.ports import Generation, ScoredPassage, Usage
 from provenance.services import Services
 from provenance.settings import GateSettings
@@ -112,6 +112,17 @@ def test_quoted_claims_that_do_not_answer_are_called_true() -> None:
     mixed = _gated((1.0, 0.1, True), (0.9, 0.2, False))
     assert (explain("not_an_answer", mixed) or "").startswith(REASONS["not_an_answer"].message)
     assert headline_for(None, quoted) is None and explain(None, quoted) is None
+
+
+def test_quoted_claims_of_uncertain_relevance_are_said_to_be_stated_but_unconfirmed_as_an_answer() -> None:
+    unsure = _gated((1.0, 0.45, True))
+    assert headline_for("not_an_answer", unsure) == QUOTED_UNCERTAIN.headline
+    message = explain("not_an_answer", unsure) or ""
+    assert message.startswith(QUOTED_UNCERTAIN.message) and "could not be confirmed" in message
+    assert "don't answer" not in message
+    # Below the uncertain floor a quote still "doesn't answer"; a claim in other words keeps the uncertain words.
+    assert "true but don't answer" in (explain("not_an_answer", _gated((1.0, 0.2, True))) or "")
+    assert headline_for("not_an_answer", _gated((1.0, 0.45, True), (0.9, 0.45, False))) == UNCERTAIN.headline
 
 
 def test_left_out_note_names_what_a_partial_answer_leaves_out() -> None:

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from provenance.claims.features import FeatureVerifier
 from provenance.errors import ModelError, ModelOutputError
 from provenance.inference.embedder import Embedder
 from provenance.inference.pricing import cost_usd, max_call_cost_usd, price_for
@@ -24,7 +25,6 @@ from provenance.profiles.local import build_local_profile
 from provenance.profiles.outputs import ANSWER_TOOL, CHECKED_CLAIMS_TOOL, SCREEN_TOOL
 from provenance.stages.claim_filters import is_meta_claim, split_claims
 from provenance.stages.decompose import decompose_and_verify
-from provenance.verifiers.features import FeatureVerifier
 from tests.fake_anthropic import FakeAnthropic, Reply, fake_anthropic, wait_for_requests
 
 __all__ = ["fake_anthropic"]  # the fixture, imported so pytest finds it here

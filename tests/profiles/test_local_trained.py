@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from provenance import text as T
+from provenance.claims import build_verifier
+from provenance.claims.trained import TrainedVerifier, evidence_for
 from provenance.inference.cross_encoders import READER_PATH, VERIFIER_PATH, as_prose, get_reader, load_calibration
 from provenance.inference.embedder import Embedder
 from provenance.pipeline.door import Pipeline
@@ -13,9 +15,7 @@ from provenance.ports import ScoredPassage
 from provenance.profiles.local import build_local_profile
 from provenance.profiles.local_trained import ReaderGenerator
 from provenance.services import Services
-from provenance.verifiers import build_verifier
-from provenance.verifiers.trained import TrainedVerifier, evidence_for
-from tests.verifiers.test_local_verifier import PASSAGE
+from tests.claims.test_local_verifier import PASSAGE
 
 # The locker passage the feature verifier's tests use too.
 LOCKERS = PASSAGE

@@ -530,8 +530,8 @@ async def test_a_server_that_reports_no_usage_is_booked_at_an_estimate(
 # Two calls, each within the judge's timeout: the test's limit is theirs.
 @pytest.mark.timeout(2 * CALL_CEILING_S + 60)
 async def test_the_judge_reads_a_probability_from_the_real_servers_logprobs(llama_server: RunningServer) -> None:
-    from provenance.judges import client_for
-    from provenance.judges.model import ModelJudge
+    from provenance.claims.judge import client_for
+    from provenance.claims.judge.model import ModelJudge
 
     settings = Settings().with_overrides(judge_timeout_s=CALL_CEILING_S)
     judge = ModelJudge(client_for(settings, llama_server.base_url), MODEL, server="local", calibration=None)

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from provenance.claims.verdict import combine
 from provenance.ports import ClaimVerdict, ScoredPassage, Usage, Verification
 from provenance.stages.decompose import DecompositionOutcome
-from provenance.stages.entail import combine, entail
+from provenance.stages.entail import entail
 from provenance.wire import DecompositionStage
 from tests.stages.support import AGM, LOCKERS, PASSAGES, SHELVES
 

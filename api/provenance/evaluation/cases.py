@@ -77,9 +77,10 @@ class CaseResult(msgspec.Struct, rename="camel", kw_only=True):
     claim_support: list[float]
     claim_relevance: list[float]
     # When a reading judge scored the claims: each claim's relevance as the judge gave it (calibrated, before
-    # the lexical caps) and as the rules gave it, so that other ways of combining the two can be re-scored.
+    # the lexical caps) and as the local verifier gave it, so that other ways of combining the two can be
+    # re-scored. The local one keeps its older key on the wire, which the committed evals/llm/*.jsonl hold.
     claim_judge_relevance: list[float | None] | None = None
-    claim_rules_relevance: list[float | None] | None = None
+    claim_local_relevance: list[float | None] | None = msgspec.field(default=None, name="claimRulesRelevance")
     ms: float
     must_include_any: list[str] | None = None
     must_not_include: list[str] | None = None

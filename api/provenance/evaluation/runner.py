@@ -48,7 +48,7 @@ def to_result(case: Case, response: AskResponse, candidate: str | None) -> CaseR
         claim_support=[c.support for c in g.claims],
         claim_relevance=[c.relevance for c in g.claims],
         claim_judge_relevance=[None if c.judge is None else c.judge.relevance for c in g.claims] if judged else None,
-        claim_rules_relevance=[c.local_relevance for c in g.claims] if judged else None,
+        claim_local_relevance=[c.local_relevance for c in g.claims] if judged else None,
         ms=response.total_ms,
         must_include_any=case.mustIncludeAny,
         must_not_include=case.mustNotInclude,

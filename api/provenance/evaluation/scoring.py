@@ -10,11 +10,11 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from provenance import text as T
+from provenance.claims.verdict import SAYS_YES
 from provenance.evaluation.cases import CaseResult
 from provenance.settings import GateSettings
 from provenance.stages.claim_filters import is_meta_claim
 from provenance.stages.gate import gate
-from provenance.verifiers.judged import SAYS_YES
 from provenance.wire import ClaimResult, RelevanceRule
 
 THRESHOLDS = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9)
@@ -174,7 +174,7 @@ def rescore_relevance(
             continue
         claims = []
         for s, final, judge, own in zip(
-            r.claim_support, r.claim_relevance, r.claim_judge_relevance, r.claim_rules_relevance or [], strict=True
+            r.claim_support, r.claim_relevance, r.claim_judge_relevance, r.claim_local_relevance or [], strict=True
         ):
             if judge is None or own is None:
                 relevance = final  # not judged (its support failed the floor): as it was

@@ -20,10 +20,10 @@ from litestar.response import ServerSentEvent
 from provenance import __version__, metrics
 from provenance.access.clients import Client
 from provenance.access.identify import identify
+from provenance.claims.judge import independent_of_generator, judge_relation
 from provenance.errors import BadRequest, ErrorEnvelope, NotFound, Overloaded, ServiceError, UnknownCorpus
 from provenance.http.conversations import CONVERSATION_ROUTES
 from provenance.http.streaming import stream_ask, wants_stream
-from provenance.judges import independent_of_generator
 from provenance.pipeline.run import OnStage, Outcome
 from provenance.services import Services
 from provenance.settings import Settings
@@ -126,6 +126,7 @@ def judge_info(services: Services) -> JudgeInfo | None:
         calibrated=judge.calibrated,
         independent=independent_of_generator(services.settings, judge.model),
         failure=judge.failure(),
+        relation=judge_relation(services.settings, judge.model),
     )
 
 

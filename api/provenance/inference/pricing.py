@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 import msgspec
 
+from provenance.inference.anthropic_models import claude_judge_model
 from provenance.ports import Usage
 from provenance.settings import Settings
 
@@ -29,6 +30,7 @@ class Price(msgspec.Struct, frozen=True):
 
 HAIKU_4_5 = Price(input_per_mtok=1.00, output_per_mtok=5.00)
 HAIKU_3_5 = Price(input_per_mtok=0.80, output_per_mtok=4.00)
+SONNET_4_6 = Price(input_per_mtok=3.00, output_per_mtok=15.00)
 DEFAULT_PRICE = HAIKU_4_5
 
 PRICES: dict[str, Price] = {
@@ -36,6 +38,7 @@ PRICES: dict[str, Price] = {
     "claude-haiku-4-5-20251001": HAIKU_4_5,
     "claude-3-5-haiku-latest": HAIKU_3_5,
     "claude-3-5-haiku-20241022": HAIKU_3_5,
+    "claude-sonnet-4-6": SONNET_4_6,
 }
 
 
@@ -50,6 +53,13 @@ def price_table(settings: Settings) -> Mapping[str, Price]:
     if settings.judge.name == "openai" and settings.judge.model:
         # The judge's calls at the judge's prices (JUDGE_PRICE_*), never at a Claude price its name misses.
         table[settings.judge.model] = Price(settings.judge.price_input_per_mtok, settings.judge.price_output_per_mtok)
+    if settings.judge.name == "anthropic":
+        # A Claude judge at JUDGE_PRICE_* when given, else its list price; a model missing from the list at the
+        # dearest listed one, since a judge is often the larger model: the cap errs toward spending less.
+        model = claude_judge_model(settings)
+        dearest = max(PRICES.values(), key=lambda p: p.input_per_mtok + p.output_per_mtok)
+        given = Price(settings.judge.price_input_per_mtok, settings.judge.price_output_per_mtok)
+        table[model] = given if settings.judge.priced else PRICES.get(model, dearest)
     return table
 
 

@@ -1,8 +1,8 @@
 """What every call through a model SDK (anthropic's, openai's) shares, whoever makes it (a profile's ports or
 the reading judge): its failures mapped onto `ModelError`, and the usage a chat completion reports.
 
-Its own module, apart from the profiles and the judges, because both import it: the judge is built by the
-verifiers, which the profiles build.
+Its own module, apart from the profiles and the judges, because both import it: the judge is built with the
+verifier (`provenance.claims`), which the profiles build.
 """
 
 from __future__ import annotations

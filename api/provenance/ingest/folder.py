@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 
 from provenance import text as T
+from provenance.claims.vectors import vocabulary_words
 from provenance.errors import ConfigurationError, CorpusConflict, UnreadableDocument
 from provenance.inference.embedder import LOCAL_DIM, Embedder
 from provenance.ingest.chunking import Chunk, chunk_blocks
@@ -25,7 +26,6 @@ from provenance.ingest.documents.blocks import Block, Document
 from provenance.ingest.documents.read import SUFFIXES, TEXT_SUFFIXES, read_document
 from provenance.report import ProgressBar
 from provenance.store.corpora import CorpusDescription, CorpusState, CorpusStore, Staged, StagedState
-from provenance.verifiers.vectors import vocabulary_words
 from provenance.wire import DEFAULT_CORPUS, valid_name
 
 # A file whose first line is this marker documents the corpus rather than belonging to it (COVERAGE.md).

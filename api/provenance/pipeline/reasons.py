@@ -95,6 +95,16 @@ QUOTED_NOT_AN_ANSWER = (
 )
 
 
+# A refusal for uncertain relevance whose every claim was a sentence of the documents, word for word: that the
+# documents state it is certain, that it answers is not. Saying it doesn't answer would be wrong when it does
+# (issue 47: "80% of the medical premium" refused as "true but doesn't answer"), so the reader is asked to judge.
+QUOTED_UNCERTAIN = ReasonText(
+    "The documents say this, but it may not answer your question",
+    "The documents state these sentences word for word, but it could not be confirmed that they answer what "
+    "was asked, so they are shown with their passages rather than given as the answer: check them.",
+)
+
+
 def left_out_note(missing: list[str]) -> str:
     """' The documents don't cover "Can I get a spare key?".' for what a partial answer leaves out: a
     generator's closing note, which decomposition drops as a claim about the documents."""
@@ -107,7 +117,7 @@ def left_out_note(missing: list[str]) -> str:
 def _text(reason: Reason, stages: Stages) -> ReasonText:
     g = stages.gate
     if reason == "not_an_answer" and g.relevance is not None and g.relevance >= g.relevance_uncertain:
-        return UNCERTAIN
+        return QUOTED_UNCERTAIN if g.claims and all(c.quoted for c in g.claims) else UNCERTAIN
     return REASONS[reason]
 
 
@@ -123,7 +133,7 @@ def explain(reason: Reason | None, stages: Stages, detail: str | None = None) ->
     text = _text(reason, stages)
     message = text.message
     g = stages.gate
-    if reason == "not_an_answer" and text is not UNCERTAIN and g.claims and all(c.quoted for c in g.claims):
+    if reason == "not_an_answer" and text is REASONS[reason] and g.claims and all(c.quoted for c in g.claims):
         message = QUOTED_NOT_AN_ANSWER
     if reason in ("not_grounded", "not_an_answer") and g.detail:
         message = f"{message} ({g.detail})"

@@ -18,6 +18,7 @@ from anthropic.lib.streaming import AsyncMessageStream
 from anthropic.types import Message, ToolChoiceToolParam, ToolParam, ToolUseBlock
 
 from provenance import metrics
+from provenance.claims import LocalVerifier, build_verifier
 from provenance.errors import ModelError, ModelOutputError
 from provenance.inference.embedder import Embedder
 from provenance.inference.sdk import CHARS_PER_TOKEN_ESTIMATE, SdkErrors, sdk_failures
@@ -34,7 +35,6 @@ from provenance.profiles.base import (
 from provenance.profiles.local import SentenceDecomposer
 from provenance.profiles.outputs import Tool, call_name
 from provenance.settings import Bounds, Settings
-from provenance.verifiers import LocalVerifier, build_verifier
 
 VERIFIER_NAME = "anthropic-entailment"
 # How much longer than a call's ceiling the SDK's own timeout is: never the bound that ends a call.

@@ -3,7 +3,7 @@
 The generator is extractive: it quotes sentences from the retrieved passages, or says nothing. Under
 `LOCAL_GENERATOR=features` it ranks sentences itself; under `trained` the trained reader of
 `profiles.local_trained` picks them. Claims are the answer's sentences. The verifier is a separate model,
-built by `provenance.verifiers.build_verifier`.
+built by `provenance.claims.build_verifier`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from provenance import text as T
+from provenance.claims import LocalVerifier, build_verifier
+from provenance.claims.rules import answer_type_match, expected_answer_type
+from provenance.claims.vectors import SentenceEmbeddings
 from provenance.inference.embedder import Embedder, embed_query_async
 from provenance.pipeline.reasons import left_out_note
 from provenance.ports import (
@@ -29,9 +32,6 @@ from provenance.ports import (
 )
 from provenance.profiles.local_trained import build_reader_generator
 from provenance.settings import LocalModels
-from provenance.verifiers import LocalVerifier, build_verifier
-from provenance.verifiers.rules import answer_type_match, expected_answer_type
-from provenance.verifiers.vectors import SentenceEmbeddings
 
 LOCAL_GENERATOR = "local-extractive"
 

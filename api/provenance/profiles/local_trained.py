@@ -1,5 +1,5 @@
 """The `local` profile's generator under `LOCAL_GENERATOR=trained`: a trained reader answers (the separate
-trained verifier, `verifiers.trained`, checks). Both are int8 ONNX files in `api/provenance/data/`, built by
+trained verifier, `claims.trained`, checks). Both are int8 ONNX files in `api/provenance/data/`, built by
 `make train` (docs/models.md).
 
 Not the default: on this project's measurements the models trained so far refuse most of the handbook's

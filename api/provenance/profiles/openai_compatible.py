@@ -26,6 +26,7 @@ from openai.types.chat import ChatCompletionChunk
 from openai.types.shared_params import ResponseFormatJSONSchema
 
 from provenance import metrics
+from provenance.claims import LocalVerifier, build_verifier
 from provenance.errors import ModelError, ModelOutputError
 from provenance.inference.embedder import Embedder
 from provenance.inference.sdk import CHARS_PER_TOKEN_ESTIMATE, SdkErrors, chat_usage, sdk_failures
@@ -35,7 +36,6 @@ from provenance.profiles.base import ModelCalls, ModelCondenser, ModelDecomposeA
 from provenance.profiles.local import LocalScreener, SentenceDecomposer
 from provenance.profiles.outputs import Tool, call_name
 from provenance.settings import Bounds, Settings
-from provenance.verifiers import LocalVerifier, build_verifier
 
 VERIFIER_NAME = "openai-entailment"
 # Local servers need no key, but the SDK refuses to build a client without one.

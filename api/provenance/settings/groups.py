@@ -18,9 +18,10 @@ RetrievalMode = Literal["vector", "hybrid"]
 # reader (generator) and cross-encoder (verifier).
 LocalModels = Literal["features", "trained"]
 # Who judges support and relevance: the rules alone, a model over an OpenAI-compatible server (JUDGE_BASE_URL),
-# or Qwen2.5-Coder-1.5B that the service assembles and serves itself on loopback (`provenance.judges`).
-JudgeName = Literal["rules", "openai", "local"]
-# Whose relevance counts when a judge reads the claims (JUDGE_RELEVANCE): verifiers/judged.py.
+# or Qwen2.5-Coder-1.5B that the service assembles and serves itself on loopback (`provenance.claims.judge`),
+# or a Claude model other than the writer on Anthropic's API.
+JudgeName = Literal["rules", "openai", "anthropic", "local"]
+# Whose relevance counts when a judge reads the claims (JUDGE_RELEVANCE): claims/verdict.py.
 JudgeRelevance = Literal["judge", "veto"]
 # Where a model profile's claims come from (CLAIMS_FROM): the model's own call, which gives them with its
 # verdicts, or the answer's sentences (the local decomposer), judged by the local verifier (and the reading
@@ -495,7 +496,7 @@ class OpenAISettings(StreamedCallSettings, frozen=True, kw_only=True):
 
 class JudgeSettings(msgspec.Struct, frozen=True, kw_only=True):
     """The reading judge: a model, independent of the generator, that judges each claim's support and relevance
-    over an OpenAI-compatible API (`provenance.judges`). Off (`rules`) by default."""
+    over an OpenAI-compatible API or Anthropic's (`provenance.claims.judge`). Off (`rules`) by default."""
 
     ENV_PREFIX: ClassVar[str] = "JUDGE"
 
@@ -504,13 +505,23 @@ class JudgeSettings(msgspec.Struct, frozen=True, kw_only=True):
         env(
             "",
             "who judges each claim's support and relevance: `rules` (the local verifier alone), `openai` (a model "
-            "at `JUDGE_BASE_URL`), or `local` (Qwen2.5-Coder-1.5B served by the service itself; see "
+            "at `JUDGE_BASE_URL`), `anthropic` (a Claude model other than the writer, on Anthropic's API with "
+            "`ANTHROPIC_API_KEY`: same provider, different model), or `local` (Qwen2.5-Coder-1.5B served by the "
+            "service itself; see "
             "[The reading judge](#the-reading-judge))",
         ),
     ] = "rules"
     base_url: Annotated[str | None, env("_BASE_URL", "the judge's OpenAI-compatible server")] = None
     api_key: Annotated[str | None, env("_API_KEY", "the judge server's key (local servers need none)")] = None
-    model: Annotated[str | None, env("_MODEL", "the model name the judge's server knows")] = None
+    model: Annotated[
+        str | None,
+        env(
+            "_MODEL",
+            "the model name the judge's server knows; `JUDGE=anthropic`: `claude-sonnet-4-6` by default "
+            "(`claude-haiku-4-5` when that is `ANTHROPIC_MODEL`), never the writer's own model, and the key and "
+            "server default to `ANTHROPIC_API_KEY` and `ANTHROPIC_BASE_URL`",
+        ),
+    ] = None
     # One judgment is one output token; on two CPU cores the prompt takes a few seconds.
     timeout_s: Annotated[
         float, env("_TIMEOUT_S", "per judgment; a judge that fails ends the request `blocked` with `judge_error`", gt=0)
@@ -526,7 +537,7 @@ class JudgeSettings(msgspec.Struct, frozen=True, kw_only=True):
         ),
     ] = 2
     # `veto`: the higher of the judge's and the rules' unless the judge says No (P(Yes) under one half), when
-    # the judge's stands (verifiers/judged.py).
+    # the judge's stands (claims/verdict.py).
     relevance: Annotated[
         JudgeRelevance,
         env(
@@ -536,7 +547,13 @@ class JudgeSettings(msgspec.Struct, frozen=True, kw_only=True):
         ),
     ] = "veto"
     price_input_per_mtok: Annotated[
-        float, env("_PRICE_INPUT_PER_MTOK", "what the judge's server charges per million input tokens", ge=0)
+        float,
+        env(
+            "_PRICE_INPUT_PER_MTOK",
+            "what the judge's server charges per million input tokens; `JUDGE=anthropic` is charged at its "
+            "model's list price unless these are set (a model missing from the list at the dearest listed price)",
+            ge=0,
+        ),
     ] = 0.0
     price_output_per_mtok: Annotated[
         float, env("_PRICE_OUTPUT_PER_MTOK", "the same per million output tokens", ge=0)

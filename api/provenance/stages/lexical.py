@@ -14,9 +14,9 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance import text as T
+from provenance.claims.rules import unstated_premise, wrong_answer_type
 from provenance.ports import ScoredPassage, Usage
 from provenance.timing import Timer
-from provenance.verifiers.rules import unstated_premise, wrong_answer_type
 from provenance.wire import ClaimResult, LexicalStage
 
 MIN_OVERLAP = 0.34

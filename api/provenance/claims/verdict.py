@@ -1,10 +1,19 @@
-"""A verifier that reads: a model judge (`judges.model.ModelJudge`) decides support and relevance, and the
-rules' vetoes stay final.
+"""Whose verdict on a claim wins: the one module that says so.
 
-The local verifier (features or trained) still judges every claim first. Its per-passage scores rank the
-passages the judge reads (best first, at most `candidates`); in each, the judge reads the window of one or
-two sentences the rules found the claim in, under the passage's heading path; and the rules' vetoes cap
-whatever the judge says:
+Three can have a say on a claim's support and relevance: the local verifier (features or trained, over the
+rule checks), the reading judge (`JUDGE`, `claims.judge`), and the generator's own verdicts when a model
+gave them with its claims. `combine` decides, for every claim:
+- with a judge, the judge's verdicts under the rules' final vetoes (`JudgedVerifier`, below) are the claim's
+  support and relevance; the generator's own and the local verifier's are recorded beside them and do not
+  count (the generator never grades itself);
+- without one, support is the less convinced of the local verifier and the generator (support is never the
+  model's alone), and relevance is the generator's verdict when it gave one (relevance needs reading), else
+  the local verifier's.
+
+The judge on top of the local verifier (`JudgedVerifier`): the local verifier still judges every claim
+first. Its per-passage scores rank the passages the judge reads (best first, at most `candidates`); in
+each, the judge reads the window of one or two sentences the rules found the claim in, under the passage's
+heading path; and the rules' vetoes cap whatever the judge says:
 - `fact_not_stated`: a number, amount, date, time, email address or name in the claim that the passage does
   not state with the claim's other facts;
 - `negation_flipped`: the passage's rule, reversed.
@@ -18,9 +27,9 @@ claim rests on. A claim whose support fails the gate's floor is not asked about 
 it for support whatever it would say.
 
 Relevance is the judge's verdict (`JUDGE_RELEVANCE=judge`), or with `veto` the higher of the judge's and the
-rules' unless the judge says No: Qwen2.5-Coder-1.5B's P(Yes) sits at 0.5-0.7 for plain right answers ("A
-replacement keyfob costs $15." for "How much is a replacement?": 0.65), under the gate's 0.70, while the
-rules read those well on their own corpus and miss near misses the judge refuses.
+local verifier's unless the judge says No: Qwen2.5-Coder-1.5B's P(Yes) sits at 0.5-0.7 for plain right
+answers ("A replacement keyfob costs $15." for "How much is a replacement?": 0.65), under the gate's 0.70,
+while the local verifier reads those well on its own corpus and misses near misses the judge refuses.
 """
 
 from __future__ import annotations
@@ -29,7 +38,9 @@ from collections.abc import Sequence
 
 import msgspec
 
-from provenance.judges.model import MAX_CLAIMS_JUDGED, Judged, ModelJudge
+from provenance.claims.judge.model import MAX_CLAIMS_JUDGED, Judged, ReadingJudge
+from provenance.claims.rules import supporting
+from provenance.claims.support import FACT_VETO, NEGATION_VETO, QUOTED_SUPPORT
 from provenance.ports import (
     MISSING_VERDICT,
     ClaimVerdict,
@@ -42,9 +53,7 @@ from provenance.ports import (
     Verifier,
 )
 from provenance.settings import JudgeRelevance
-from provenance.verifiers.rules import supporting
-from provenance.verifiers.support import FACT_VETO, NEGATION_VETO, QUOTED_SUPPORT
-from provenance.wire import EvidenceSpan, JudgeRecord
+from provenance.wire import ClaimResult, EvidenceSpan, JudgeRecord, JudgeRelation
 
 # The vetoes a judge can't overrule, and the cap each puts on its verdict.
 FINAL_VETOES = {"fact_not_stated": FACT_VETO, "negation_flipped": NEGATION_VETO}
@@ -58,11 +67,18 @@ SAYS_YES = 0.5
 
 class JudgedVerifier:
     def __init__(
-        self, local: Verifier, judge: ModelJudge, *, independent: bool, relevance: JudgeRelevance = "judge"
+        self,
+        local: Verifier,
+        judge: ReadingJudge,
+        *,
+        independent: bool,
+        relevance: JudgeRelevance = "judge",
+        relation: JudgeRelation = "independent",
     ) -> None:
         self.local = local
         self.judge = judge
         self.independent = independent
+        self.relation = relation
         self.relevance = relevance
         self.name = f"judge:{judge.model}"
 
@@ -74,18 +90,18 @@ class JudgedVerifier:
         usages: list[Usage] = []
         supports = await self._support_all(claims, own.verdicts, by_id, usages)
         verdicts = []
-        for i, (claim, rules_verdict, judged) in enumerate(zip(claims, own.verdicts, supports, strict=True)):
+        for i, (claim, local_verdict, judged) in enumerate(zip(claims, own.verdicts, supports, strict=True)):
             if i >= MAX_CLAIMS_JUDGED:
                 # Past the bound the spend cap reserved for: not judged, so not supported (fail closed).
                 verdicts.append(MISSING_VERDICT)
                 continue
-            verdicts.append(await self._verdict(question, claim, rules_verdict, judged, by_id, usages))
+            verdicts.append(await self._verdict(question, claim, local_verdict, judged, by_id, usages))
         return Verification(verdicts=verdicts, usage=_total(self.judge.model, usages))
 
     async def _support_all(
         self,
         claims: Sequence[str],
-        rules: Sequence[ClaimVerdict],
+        local: Sequence[ClaimVerdict],
         by_id: dict[str, ScoredPassage],
         usages: list[Usage],
     ) -> list[list[tuple[PassageSupport, Judged | None]]]:
@@ -93,7 +109,7 @@ class JudgedVerifier:
         judgments go passage by passage, so that the server's prompt cache holds a passage for every claim
         read against it: first every claim's best candidate, then the second for those that still need it."""
         out: list[list[tuple[PassageSupport, Judged | None]]] = [[] for _ in claims]
-        queues = [[c for c in v.passages if c.passage_id in by_id][: self.judge.candidates] for v in rules]
+        queues = [[c for c in v.passages if c.passage_id in by_id][: self.judge.candidates] for v in local]
         del queues[MAX_CLAIMS_JUDGED:]
         for rank in range(self.judge.candidates):
             todo = [(i, q[rank]) for i, q in enumerate(queues) if rank < len(q) and not _settled(out[i], self.judge)]
@@ -110,7 +126,7 @@ class JudgedVerifier:
         self,
         question: str,
         claim: str,
-        rules: ClaimVerdict,
+        local: ClaimVerdict,
         judged: list[tuple[PassageSupport, Judged | None]],
         by_id: dict[str, ScoredPassage],
         usages: list[Usage],
@@ -125,6 +141,7 @@ class JudgedVerifier:
         record = JudgeRecord(
             model=self.judge.model,
             independent=self.independent,
+            relation=self.relation,
             method=method,
             calibrated=self.judge.calibration is not None,
             support=round(best, 4),
@@ -140,9 +157,9 @@ class JudgedVerifier:
             relevance = self.judge.calibrated_relevance(answered.p_yes)
             # The record keeps the judge's own verdict (what the page says it said); the claim, what counts.
             record = _with_relevance(record, answered, relevance)
-            if self.relevance == "veto" and answered.p_yes >= SAYS_YES and rules.relevance is not None:
-                # The judge says Yes: the rules' relevance may stand higher than its timid P(Yes).
-                relevance = max(relevance, rules.relevance)
+            if self.relevance == "veto" and answered.p_yes >= SAYS_YES and local.relevance is not None:
+                # The judge says Yes: the local verifier's relevance may stand higher than its timid P(Yes).
+                relevance = max(relevance, local.relevance)
         else:
             record = _with_detail(record, "relevance not judged: the support fails the gate's floor")
         veto = best_candidate.veto if best_candidate.veto in FINAL_VETOES else None
@@ -157,10 +174,10 @@ class JudgedVerifier:
                 if c.passage_id in ids and c.end > c.start
             ],
             veto=veto,
-            passages=rules.passages,
+            passages=local.passages,
             judge=record,
-            rules_support=rules.support,
-            rules_relevance=rules.relevance,
+            local_support=local.support,
+            local_relevance=local.relevance,
         )
 
     async def sentence_relevance(self, question: str, passages: Sequence[ScoredPassage]) -> list[list[SentenceScore]]:
@@ -181,11 +198,11 @@ def window_of(passage: ScoredPassage, candidate: PassageSupport) -> ScoredPassag
     return msgspec.structs.replace(passage, text=passage.text[candidate.start : candidate.end])
 
 
-def _settled(judged: list[tuple[PassageSupport, Judged | None]], judge: ModelJudge) -> bool:
+def _settled(judged: list[tuple[PassageSupport, Judged | None]], judge: ReadingJudge) -> bool:
     return any(_capped(c, j, judge) >= ENOUGH for c, j in judged)
 
 
-def _capped(candidate: PassageSupport, judged: Judged | None, judge: ModelJudge) -> float:
+def _capped(candidate: PassageSupport, judged: Judged | None, judge: ReadingJudge) -> float:
     """The judge's calibrated support under the rules' final vetoes; a quoted claim is stated."""
     if judged is None:
         return QUOTED_SUPPORT
@@ -212,3 +229,45 @@ def _total(model: str, usages: Sequence[Usage]) -> Usage | None:
         input_tokens=sum(u.input_tokens for u in usages),
         output_tokens=sum(u.output_tokens for u in usages),
     )
+
+
+def combine(claims: Sequence[str], local: Verification, model: Verification | None) -> list[ClaimResult]:
+    """Each claim's result from the local verifier's verdicts (`local`, the judge's when one judged) and the
+    generator's own (`model`, None when it gave none)."""
+    results = []
+    for i, claim in enumerate(claims):
+        lv = local.verdicts[i]
+        mv: ClaimVerdict | None = None
+        if model is not None and (model.local_only_from is None or i < model.local_only_from):
+            mv = model.verdicts[i] if i < len(model.verdicts) else MISSING_VERDICT
+        if mv is None or lv.judge is not None:
+            support, ids = lv.support, list(lv.supporting_passage_ids)
+        else:
+            support = min(lv.support, mv.support)
+            agreed = [pid for pid in lv.supporting_passage_ids if pid in mv.supporting_passage_ids]
+            # Both must agree; when they name different passages, trust the more doubtful verifier's.
+            ids = agreed or list((lv if lv.support <= mv.support else mv).supporting_passage_ids)
+        relevance_from = mv if mv is not None and mv.relevance is not None and lv.judge is None else lv
+        results.append(
+            ClaimResult(
+                text=claim,
+                support=round(support, 4),
+                relevance=round(relevance_from.relevance or 0.0, 4),
+                supporting_passage_ids=ids,
+                lexical_overlap=0.0,
+                local_support=round(lv.support if lv.local_support is None else lv.local_support, 4),
+                local_relevance=_rounded(lv.relevance if lv.judge is None else lv.local_relevance),
+                model_support=None if mv is None else round(mv.support, 4),
+                model_relevance=None if mv is None or mv.relevance is None else round(mv.relevance, 4),
+                quoted=lv.quoted,
+                # The local support check's windows in the passages the claim finally rests on.
+                evidence=[e for e in lv.evidence if e.passage_id in ids],
+                veto=lv.veto,
+                judge=lv.judge,
+            )
+        )
+    return results
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)

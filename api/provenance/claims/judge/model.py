@@ -2,7 +2,7 @@
 is asked one question a claim and answers Yes or No.
 
 - Support, without the question: "Does the passage state everything the claim says?", the claim against the
-  window of the passage it rests on (`verifiers.judged.window_of`), with its heading path. The passage comes
+  window of the passage it rests on (`claims.verdict.window_of`), with its heading path. The passage comes
   first in the prompt, so a server's prompt cache serves what the claims read against it share.
 - Relevance: "Does the sentence answer the question?", from the question, the claim and the passage's
   heading path (`RELEVANCE`). The question comes first, shared by one answer's claims.
@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 import openai
@@ -27,9 +27,9 @@ from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletion
 
 from provenance import metrics
+from provenance.claims.judge.calibration import JudgeCalibration
 from provenance.errors import JudgeError, ModelError
 from provenance.inference.sdk import SdkErrors, chat_usage, sdk_failures
-from provenance.judges.calibration import JudgeCalibration
 from provenance.ports import ScoredPassage, Usage
 from provenance.wire import JudgeMethod
 
@@ -116,6 +116,30 @@ class Judged(msgspec.Struct, frozen=True):
     p_yes: float
     method: JudgeMethod
     usage: Usage
+
+
+class ReadingJudge(Protocol):
+    """What the judge on top of the local verifier (`claims.verdict.JudgedVerifier`) and the spend cap need of
+    a judge: `ModelJudge` here, `claims.judge.claude.ClaudeJudge` on Anthropic's API."""
+
+    model: str
+    server: str
+    calibration: JudgeCalibration | None
+    candidates: int
+    json_only: bool
+
+    @property
+    def tag(self) -> str: ...
+
+    def calibrated(self, p_yes: float) -> float: ...
+
+    def calibrated_relevance(self, p_yes: float) -> float: ...
+
+    async def support(self, claim: str, passage: ScoredPassage) -> Judged: ...
+
+    async def relevance(self, question: str, claim: str, heading: str) -> Judged: ...
+
+    def worst_case(self, passage_tokens: int) -> list[Usage]: ...
 
 
 def p_yes_from_logprobs(top: Sequence[tuple[str, float]]) -> float | None:

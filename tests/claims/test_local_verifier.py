@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from provenance import text as T
+from provenance.claims.features import FeatureVerifier, build_feature_verifier
+from provenance.claims.support import FACT_VETO, NEGATION_VETO, NOT_SELF_CONTAINED_CAP, QUOTED_SUPPORT, RuleSupport
+from provenance.claims.vectors import SentenceEmbeddings
 from provenance.inference.embedder import Embedder
 from provenance.ports import ClaimVerdict, ScoredPassage
 from provenance.profiles.local import ExtractiveGenerator
-from provenance.verifiers.features import FeatureVerifier, build_feature_verifier
-from provenance.verifiers.support import FACT_VETO, NEGATION_VETO, NOT_SELF_CONTAINED_CAP, QUOTED_SUPPORT, RuleSupport
-from provenance.verifiers.vectors import SentenceEmbeddings
 
 PASSAGE = ScoredPassage(
     id="lockers.md#1",
@@ -66,7 +66,7 @@ def test_only_a_whole_sentence_counts_as_quoted() -> None:
 async def test_a_quoted_fragment_keeps_the_support_estimate(verifier: FeatureVerifier, embedder: Embedder) -> None:
     fragment = "standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month."
     assert T.quoted_in(fragment, PASSAGE.text) and not T.is_sentence_of(fragment, PASSAGE.text)
-    (judged,) = verifier.support.judge([fragment], [PASSAGE])[0]
+    (judged,) = verifier.support.check([fragment], [PASSAGE])[0]
     got = await verdict(verifier, QUESTION, fragment)
     # Not a whole sentence: support is the support judge's estimate, below the certainty of a quote.
     assert not got.quoted and not judged.quoted
@@ -132,41 +132,41 @@ KEYFOB = ScoredPassage(
 
 
 @pytest.fixture(scope="module")
-def support_judge(embedder: Embedder) -> RuleSupport:
+def rule_support(embedder: Embedder) -> RuleSupport:
     judge = build_feature_verifier(embedder).support
     judge.set_corpus([(KEYFOB.text, ())])
     return judge
 
 
-def test_support_a_verbatim_sentence_is_certain_and_located(support_judge: RuleSupport) -> None:
+def test_support_a_verbatim_sentence_is_certain_and_located(rule_support: RuleSupport) -> None:
     claim = "A replacement keyfob costs $15."
-    (judged,) = support_judge.judge([claim], [KEYFOB])[0]
+    (judged,) = rule_support.check([claim], [KEYFOB])[0]
     assert judged.quoted and judged.score == QUOTED_SUPPORT and judged.veto is None
     assert KEYFOB.text[judged.start : judged.end] == claim
 
 
-def test_support_a_changed_number_is_vetoed(support_judge: RuleSupport) -> None:
-    (judged,) = support_judge.judge(["A replacement keyfob costs $25."], [KEYFOB])[0]
+def test_support_a_changed_number_is_vetoed(rule_support: RuleSupport) -> None:
+    (judged,) = rule_support.check(["A replacement keyfob costs $25."], [KEYFOB])[0]
     assert judged.veto == "fact_not_stated" and judged.score <= FACT_VETO and not judged.quoted
     # A unit the passage doesn't state is a changed fact too.
-    (monthly,) = support_judge.judge(["A replacement keyfob costs $15 per month."], [KEYFOB])[0]
+    (monthly,) = rule_support.check(["A replacement keyfob costs $15 per month."], [KEYFOB])[0]
     assert monthly.veto == "fact_not_stated" and monthly.score <= FACT_VETO
 
 
-def test_support_a_flipped_rule_is_vetoed(support_judge: RuleSupport) -> None:
+def test_support_a_flipped_rule_is_vetoed(rule_support: RuleSupport) -> None:
     claim = "A Keyholder working alone outside opening hours may use the laser cutter."
-    (judged,) = support_judge.judge([claim], [KEYFOB])[0]
+    (judged,) = rule_support.check([claim], [KEYFOB])[0]
     assert judged.veto == "negation_flipped" and judged.score <= NEGATION_VETO
     # Its words are all the passage's: only the veto tells it apart.
     assert judged.features is not None and judged.features.coverage == 1.0
 
 
-def test_support_a_claim_pointing_outside_itself_is_capped(support_judge: RuleSupport) -> None:
+def test_support_a_claim_pointing_outside_itself_is_capped(rule_support: RuleSupport) -> None:
     # "It" is the keyfob only in the sentence before; on its own the claim says nothing the passage states.
-    (judged,) = support_judge.judge(["It costs $15."], [KEYFOB])[0]
+    (judged,) = rule_support.check(["It costs $15."], [KEYFOB])[0]
     assert judged.veto == "not_self_contained" and judged.score == NOT_SELF_CONTAINED_CAP
     # A self-contained restatement of the same fact passes.
-    (restated,) = support_judge.judge(["Replacing a keyfob costs $15."], [KEYFOB])[0]
+    (restated,) = rule_support.check(["Replacing a keyfob costs $15."], [KEYFOB])[0]
     assert restated.veto is None and restated.score >= 0.7
 
 

@@ -1,7 +1,7 @@
 """The trained verifier (`LOCAL_VERIFIER=trained`): a cross-encoder, separate from every generator, that reads
 (question, claim, evidence) and judges whether the evidence supports the claim *as the answer to the
 question*. That is a relevance judgment, and it is this verifier's one job: support, which must not depend
-on the question, is the question-free support check the feature verifier uses too (`verifiers.support`).
+on the question, is the question-free support check the feature verifier uses too (`claims.support`).
 A claim quoted word for word is certainly what its passage says, and is judged only on whether it answers.
 """
 
@@ -11,6 +11,8 @@ import asyncio
 from collections.abc import Sequence
 
 from provenance import text as T
+from provenance.claims.features import evidence_of, passage_verdicts, veto_of
+from provenance.claims.rules import supporting
 from provenance.inference.cross_encoders import Calibration, PairVerifier, get_verifier, load_calibration, sigmoid
 from provenance.ports import (
     MISSING_VERDICT,
@@ -21,8 +23,6 @@ from provenance.ports import (
     SupportCheck,
     Verification,
 )
-from provenance.verifiers.features import evidence_of, passage_verdicts, veto_of
-from provenance.verifiers.rules import supporting
 
 TRAINED_VERIFIER = "local-trained-verifier"
 # Evidence for a claim that is not a sentence of the passage: the passage's sentences that share most of
@@ -77,8 +77,8 @@ class TrainedVerifier:
         return {p.id: self.probability(logits[e]) for p, e, _ in evidence}
 
     async def _verdict(self, question: str, claim: str, passages: Sequence[ScoredPassage]) -> ClaimVerdict:
-        judged = await asyncio.to_thread(self.support.judge, [claim], passages)
-        chosen = supporting(judged[0])
+        checked = await asyncio.to_thread(self.support.check, [claim], passages)
+        chosen = supporting(checked[0])
         if not chosen:
             return MISSING_VERDICT
         answers = await self.score_passages(question, claim, passages)
@@ -91,9 +91,9 @@ class TrainedVerifier:
             supporting_passage_ids=ids,
             relevance=round(relevance, 4),
             quoted=chosen[0].quoted,
-            evidence=evidence_of(judged[0]),
-            veto=veto_of(judged[0], chosen[0].passage_id),
-            passages=passage_verdicts(judged[0]),
+            evidence=evidence_of(checked[0]),
+            veto=veto_of(checked[0], chosen[0].passage_id),
+            passages=passage_verdicts(checked[0]),
         )
 
     async def verify(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification:

@@ -1,12 +1,14 @@
-"""The verifiers, behind one builder.
-
-Every profile scores every claim on this machine with the local verifier `LOCAL_VERIFIER` names: `features`
-(the default, `verifiers.features`) or `trained` (`verifiers.trained`). Both judge support with the rules'
-question-free check (`verifiers.support.RuleSupport`, a `ports.SupportCheck`) and differ in how they judge
-relevance. The rules they share (which passages count as support, answer types, premises) are
-`verifiers.rules`. When `JUDGE` names a reading judge (`provenance.judges`), it decides support and relevance
-on top of the local verifier, whose vetoes stay final (`verifiers.judged`). A profile calls `build_verifier`
-and never chooses any of this itself.
+"""Deciding a claim: is it stated by the passages (support), and does it answer the question (relevance)?
+One package, one word per idea:
+- the rule checks (`claims.rules`: which passages count as support, answer types, premises; and
+  `claims.support.RuleSupport`, the question-free support check with its vetoes, a `ports.SupportCheck`);
+- the local verifier `LOCAL_VERIFIER` names, over the rule checks: `features` (the default,
+  `claims.features`) or `trained` (`claims.trained`), which differ in how they judge relevance, over the
+  sentence and word vectors of `claims.vectors`;
+- the model judge `JUDGE` names (`claims.judge`: the registry, the model and its calibration);
+- whose verdict wins (`claims.verdict`): the judge on top of the local verifier, under the rules' final
+  vetoes, and the claim's result from them and the generator's own verdicts.
+A profile calls `build_verifier` and never chooses any of this itself.
 """
 
 from __future__ import annotations
@@ -16,13 +18,13 @@ from collections.abc import Callable, Iterable, Sequence
 import msgspec
 import numpy as np
 
+from provenance.claims.features import FeatureVerifier, build_feature_verifier, build_rule_support
+from provenance.claims.judge import BuiltJudge, build_judge, independent_of_generator, judge_relation
+from provenance.claims.vectors import SentenceEmbeddings, WordVectors
+from provenance.claims.verdict import JudgedVerifier
 from provenance.inference.embedder import Embedder
-from provenance.judges import BuiltJudge, build_judge, independent_of_generator
 from provenance.ports import CorpusText, Verifier
 from provenance.settings import LocalModels, Settings
-from provenance.verifiers.features import FeatureVerifier, build_feature_verifier, build_support_judge
-from provenance.verifiers.judged import JudgedVerifier
-from provenance.verifiers.vectors import SentenceEmbeddings, WordVectors
 
 
 class LocalVerifier(msgspec.Struct, frozen=True):
@@ -56,9 +58,9 @@ def _features(embedder: Embedder, sentences: SentenceEmbeddings, words: WordVect
 
 
 def _trained(embedder: Embedder, sentences: SentenceEmbeddings, words: WordVectors) -> _Built:
-    from provenance.verifiers.trained import build_trained_verifier
+    from provenance.claims.trained import build_trained_verifier
 
-    trained = build_trained_verifier(build_support_judge(embedder, sentences, words=words))
+    trained = build_trained_verifier(build_rule_support(embedder, sentences, words=words))
     return trained, trained.set_corpus, "trained"
 
 
@@ -89,6 +91,7 @@ def build_verifier(
             local,
             judge.judge,
             independent=independent_of_generator(resolved, judge.judge.model),
+            relation=judge_relation(resolved, judge.judge.model),
             relevance=resolved.judge.relevance,
         )
         tag = "|".join(t for t in (tag, judge.judge.tag, f"relevance:{resolved.judge.relevance}") if t)

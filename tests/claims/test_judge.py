@@ -15,18 +15,18 @@ import msgspec
 import pytest
 import pytest_asyncio
 
+from provenance.claims.features import build_feature_verifier
+from provenance.claims.judge import client_for
+from provenance.claims.judge.calibration import JudgeCalibration, calibration_for, save_calibration
+from provenance.claims.judge.model import RELEVANCE, ModelJudge, p_yes_from_logprobs
+from provenance.claims.support import FACT_VETO
+from provenance.claims.verdict import JudgedVerifier
 from provenance.errors import SettingsError
 from provenance.inference.embedder import Embedder
-from provenance.judges import client_for
-from provenance.judges.calibration import JudgeCalibration, calibration_for, save_calibration
-from provenance.judges.model import RELEVANCE, ModelJudge, p_yes_from_logprobs
 from provenance.pipeline.door import Pipeline
 from provenance.ports import ScoredPassage
 from provenance.services import Services, build_profile
 from provenance.settings import Settings, load_settings
-from provenance.verifiers.features import build_feature_verifier
-from provenance.verifiers.judged import JudgedVerifier
-from provenance.verifiers.support import FACT_VETO
 from provenance.wire import AskResponse
 from tests.profiles.test_openai_compatible import RecordingGuards
 from tests.scripted_server import ScriptedServer, logprob_reply
@@ -130,7 +130,7 @@ async def test_a_judge_that_says_yes_to_everything_cant_overrule_a_veto(
     assert right.support == pytest.approx(0.99) and right.veto is None
     assert right.judge is not None and right.judge.raw_support == pytest.approx(0.99)
     assert right.judge.model == JUDGE and right.judge.method == "logprobs" and not right.judge.calibrated
-    assert right.rules_support is not None
+    assert right.local_support is not None
     assert right.relevance == pytest.approx(0.99)
     # The changed number: vetoed, whatever the judge says, and not asked about relevance.
     assert changed.veto == "fact_not_stated" and changed.support <= FACT_VETO
@@ -167,7 +167,7 @@ async def test_a_quoted_claim_needs_no_support_judgment(
 
 
 @pytest.mark.parametrize(("p_yes", "rules_stand"), [(0.6, True), (0.3, False)])
-async def test_the_veto_rule_keeps_the_rules_relevance_unless_the_judge_says_no(
+async def test_the_veto_rule_keeps_the_local_relevance_unless_the_judge_says_no(
     judge_server: tuple[ScriptedServer, str], embedder: Embedder, p_yes: float, rules_stand: bool
 ) -> None:
     server, url = judge_server
@@ -186,7 +186,7 @@ async def test_the_veto_rule_keeps_the_rules_relevance_unless_the_judge_says_no(
     assert veto.relevance == pytest.approx(own.relevance if rules_stand else p_yes)
     assert veto.judge is not None and veto.judge.raw_relevance == pytest.approx(p_yes)
     assert veto.judge.relevance == pytest.approx(p_yes)  # the judge's own verdict, shown as its
-    assert veto.rules_relevance == pytest.approx(own.relevance)
+    assert veto.local_relevance == pytest.approx(own.relevance)
 
 
 def test_a_calibration_maps_p_yes_and_is_found_by_model(tmp_path: Path) -> None:

@@ -35,9 +35,9 @@ import msgspec
 import numpy as np
 
 from provenance import text as T
+from provenance.claims.rules import LogisticModel
+from provenance.claims.vectors import SentenceEmbeddings, WordVectors, soft_match, surface_terms
 from provenance.ports import CorpusText, PassageSupport, ScoredPassage, SupportFeatures
-from provenance.verifiers.rules import LogisticModel
-from provenance.verifiers.vectors import SentenceEmbeddings, WordVectors, soft_match, surface_terms
 
 # A claim quoted word for word is what the passage says: certain, not an estimate.
 QUOTED_SUPPORT = 1.0
@@ -307,7 +307,7 @@ class RuleSupport:
         assert best is not None
         return msgspec.structs.replace(best, score=round(best.score, 4))
 
-    def judge(self, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> list[list[PassageSupport]]:
+    def check(self, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> list[list[PassageSupport]]:
         """Every claim against every passage."""
         if not claims:
             return []

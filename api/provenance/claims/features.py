@@ -1,10 +1,10 @@
 """The feature verifier (`LOCAL_VERIFIER=features`, the default): two judgments per claim, kept apart.
 
-- Support, without the question: `verifiers.support`.
+- Support, without the question: `claims.support`.
 - Relevance, whether the claim answers the question: a calibrated logistic model over hand-built features of
   (question, claim, passage): how much of the question the claim, the passage and the corpus cover, the
   claim's embedding similarity to the question, whether it is the kind of answer asked for, and whether the
-  question's numbers are there. Word coverage can't read, so this judge is the weak one: in a model profile
+  question's numbers are there. Word coverage can't read, so this verifier is the weak one: in a model profile
   the model's own verdict replaces it.
 
 Coefficients come from `evals/calibrate_verifier.py` (relevance) and `evals/calibrate_support.py`
@@ -22,6 +22,9 @@ import msgspec
 import numpy as np
 
 from provenance import text as T
+from provenance.claims.rules import LogisticModel, answer_type_match, expected_answer_type, supporting
+from provenance.claims.support import RuleSupport
+from provenance.claims.vectors import SentenceEmbeddings, WordVectors, soft_match, surface_terms
 from provenance.inference.embedder import Embedder
 from provenance.ports import (
     MISSING_VERDICT,
@@ -33,9 +36,6 @@ from provenance.ports import (
     SupportCheck,
     Verification,
 )
-from provenance.verifiers.rules import LogisticModel, answer_type_match, expected_answer_type, supporting
-from provenance.verifiers.support import RuleSupport
-from provenance.verifiers.vectors import SentenceEmbeddings, WordVectors, soft_match, surface_terms
 from provenance.wire import EvidenceSpan
 
 COEFFICIENTS_PATH = Path(__file__).resolve().parent.parent / "data" / "local_verifier.json"
@@ -166,8 +166,8 @@ class FeatureVerifier:
         claim_vecs = self.relevance.sentences.get(list(claims))
         by_id = {p.id: p for p in passages}
         verdicts: list[ClaimVerdict] = []
-        for claim, c_vec, judged in zip(claims, claim_vecs, self.support.judge(claims, passages), strict=True):
-            chosen = supporting(judged)
+        for claim, c_vec, checked in zip(claims, claim_vecs, self.support.check(claims, passages), strict=True):
+            chosen = supporting(checked)
             if not chosen:
                 verdicts.append(MISSING_VERDICT)
                 continue
@@ -179,9 +179,9 @@ class FeatureVerifier:
                     supporting_passage_ids=[s.passage_id for s in chosen],
                     relevance=round(relevance, 4),
                     quoted=chosen[0].quoted,
-                    evidence=evidence_of(judged),
-                    veto=veto_of(judged, chosen[0].passage_id),
-                    passages=passage_verdicts(judged),
+                    evidence=evidence_of(checked),
+                    veto=veto_of(checked, chosen[0].passage_id),
+                    passages=passage_verdicts(checked),
                 )
             )
         return Verification(verdicts=verdicts)
@@ -193,7 +193,7 @@ class FeatureVerifier:
 
     def sentence_relevance_now(self, question: str, passages: Sequence[ScoredPassage]) -> list[list[SentenceScore]]:
         """Each sentence of each passage read as a claim: how well it answers the question, as a claim's
-        relevance is judged."""
+        relevance is checked."""
         q_vec = self.relevance.sentences.embedder.embed_query(question)
         out: list[list[SentenceScore]] = []
         for passage in passages:
@@ -214,23 +214,23 @@ class FeatureVerifier:
         return await asyncio.to_thread(self.sentence_relevance_now, question, passages)
 
 
-def veto_of(judged: Sequence[PassageSupport], passage_id: str) -> str | None:
+def veto_of(checked: Sequence[PassageSupport], passage_id: str) -> str | None:
     """The veto that capped the claim's support in the passage it rests on."""
-    return next((s.veto for s in judged if s.passage_id == passage_id), None)
+    return next((s.veto for s in checked if s.passage_id == passage_id), None)
 
 
-def passage_verdicts(judged: Sequence[PassageSupport]) -> list[PassageSupport]:
+def passage_verdicts(checked: Sequence[PassageSupport]) -> list[PassageSupport]:
     """The rules' support in each passage, best first: what a reading judge ranks and vetoes by."""
-    return sorted(judged, key=lambda s: -s.score)
+    return sorted(checked, key=lambda s: -s.score)
 
 
-def evidence_of(judged: Sequence[PassageSupport]) -> list[EvidenceSpan]:
+def evidence_of(checked: Sequence[PassageSupport]) -> list[EvidenceSpan]:
     """Where the support check found a claim in each passage it read, best first."""
-    ranked = sorted(judged, key=lambda s: -s.score)
+    ranked = sorted(checked, key=lambda s: -s.score)
     return [EvidenceSpan(passage_id=s.passage_id, start=s.start, end=s.end) for s in ranked if s.end > s.start]
 
 
-def build_support_judge(
+def build_rule_support(
     embedder: Embedder,
     sentences: SentenceEmbeddings,
     coefficients: Coefficients | None = None,

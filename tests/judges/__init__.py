@@ -1,1 +1,0 @@
-"""Tests of provenance.judges."""
