@@ -111,7 +111,7 @@ def unsupported_numbers(claim: str, support: str) -> set[str]:
 
 
 def numbers_and_months_stated(claim: str, support: str) -> bool:
-    """The one rule for numbers and dates, the support check's veto (verifiers/support.py) and the lexical
+    """The one rule for numbers and dates, the support check's veto (claims/support.py) and the lexical
     check's cap (stages/lexical.py) alike: every number of the claim is in the support (an amount with its
     currency, `unsupported_numbers`), and so is every month it names."""
     return not unsupported_numbers(claim, support) and months(claim) <= months(support)

@@ -15,7 +15,7 @@ from provenance.stages.condense import (
     subject_of,
     topic,
 )
-from provenance.verifiers.vectors import WordVectors
+from provenance.claims.vectors import WordVectors
 
 MAKER = "How much is Maker membership per month?"
 

@@ -33,7 +33,7 @@ from provenance.settings import Settings
 from provenance.stages.condense import Previous, condense
 from provenance.stages.screen import screen_deny_list
 from provenance.store.corpora import CorpusStore
-from provenance.verifiers.vectors import WordVectors
+from provenance.claims.vectors import WordVectors
 from provenance.wire import AdmissionStage, AskResponse, Reason
 
 log = get_logger("provenance.pipeline.door")

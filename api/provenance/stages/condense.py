@@ -43,7 +43,7 @@ ELLIPSIS_OPENERS = ("and ", "what about ", "how about ", "also ", "same for ", "
 TOPIC_WORDS = 2
 # A fragment's word takes the place of the previous question's word most like it ("weekends" for "Tuesday",
 # "large" for "small", "third" for "second") when their word vectors are at least this alike: below it the
-# nearest word is a mere neighbour (verifiers/vectors.py SOFT_MATCH_FLOOR is 0.45 for the same model), and
+# nearest word is a mere neighbour (claims/vectors.py SOFT_MATCH_FLOOR is 0.45 for the same model), and
 # the fragment is added to the previous question instead.
 SLOT_FLOOR = 0.5
 # Words a fragment opens with that the word it replaces already has before it ("for the 3D printers" in
