@@ -3,6 +3,7 @@ follow-up speaks to its own words."""
 
 from __future__ import annotations
 
+from provenance.claims.vectors import WordVectors
 from provenance.inference.embedder import Embedder
 from provenance.stages.condense import (
     Previous,
@@ -15,7 +16,6 @@ from provenance.stages.condense import (
     subject_of,
     topic,
 )
-from provenance.claims.vectors import WordVectors
 
 MAKER = "How much is Maker membership per month?"
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 import msgspec
 
 from provenance.access.clients import Client
+from provenance.claims.vectors import WordVectors
 from provenance.conversations.service import Conversations, UnknownConversation
 from provenance.errors import JudgeError, ModelError
 from provenance.guards.base import BotCheckResult, Guards, NoGuards, RateLimitResult
@@ -33,7 +34,6 @@ from provenance.settings import Settings
 from provenance.stages.condense import Previous, condense
 from provenance.stages.screen import screen_deny_list
 from provenance.store.corpora import CorpusStore
-from provenance.claims.vectors import WordVectors
 from provenance.wire import AdmissionStage, AskResponse, Reason
 
 log = get_logger("provenance.pipeline.door")
