@@ -305,12 +305,10 @@ async def ingest(
 ) -> IngestReport:
     """Ingest `directory` into `corpus`: files are read one at a time, passages and their sentences embedded
     in bounded windows and staged batch by batch, and the corpus switched over in one final transaction. An
-    interrupted run leaves its staged rows, and the next run embeds only what they lack. `on_progress` is told
-    the report and the files read so far after each file (the ingest queue's job progress). `recorded_dir` is
-    the folder recorded as the corpus's (never its title: see describe) when `directory` is a copy made of the
-    corpus's documents. `cite` names what a passage's citation shows (its `source`) from its file's name and its
-    heading: a crawled page's URL and #fragment; by default, the file's name. It is not part of the passage's id
-    or content hash."""
+    interrupted run leaves its staged rows, and the next run embeds only what they lack. `on_progress`: the
+    report and files read so far, after each file (a job's progress). `recorded_dir`: the folder recorded as
+    the corpus's when `directory` is a copy of its documents. `cite`: a passage's citation (`source`) from its
+    file's name and heading (a crawled page's URL#fragment; else the file's name), not in its id or hash."""
     if not valid_name(corpus):
         raise ConfigurationError(
             f"corpus name {corpus!r}: use 1-40 lowercase letters, digits, '-' or '_', starting with a letter or digit"

@@ -213,33 +213,10 @@ class _Walk:
             url, etag=before.etag if before else None, last_modified=before.last_modified if before else None
         )
         base = Page(url=url, outcome="failed", depth=depth, status=got.status, fetch_ms=got.elapsed_ms)
-        if got.not_modified and before is not None and before.duplicate_of is not None:
-            return replace(
-                base, outcome="skipped", reason="duplicate", detail=before.duplicate_of, links=before.links,
-                etag=got.etag or before.etag, last_modified=got.last_modified or before.last_modified,
-            )  # fmt: skip
-        if got.not_modified and before is not None:
-            return replace(
-                base,
-                outcome="unchanged",
-                content_hash=before.content_hash,
-                etag=got.etag or before.etag,
-                last_modified=got.last_modified or before.last_modified,
-                links=before.links,
-            )
-        if got.gone and before is not None:
-            if before.duplicate_of is not None:  # nothing was stored under it, so nothing is removed
-                return replace(base, outcome="skipped", reason=f"http-{got.status}")
-            return replace(base, outcome="removed", reason=f"http-{got.status}")
-        if got.failure is not None or got.kind is None:
-            failed = replace(base, outcome="failed", reason=got.failure or "no-body", detail=got.detail)
-            if before is not None and before.duplicate_of is None:
-                # The last good version stays: its Known goes on to the next sync as it was.
-                return replace(
-                    failed, content_hash=before.content_hash, etag=before.etag,
-                    last_modified=before.last_modified, links=before.links,
-                )  # fmt: skip
-            return failed
+        settled = _without_a_new_body(base, got, before)
+        if settled is not None:
+            return settled
+        assert got.kind is not None  # a fetch without a kind was settled above
         if canonical(got.url) != url:  # a same-origin redirect: the page is stored where it ended
             target = canonical(got.url)
             return replace(base, outcome="skipped", reason="redirected", detail=str(target), links=[str(target)])
@@ -346,3 +323,36 @@ async def crawl(
 ) -> Crawl:
     """`resolve`: how host names are resolved (getaddrinfo); a test plays a rebinding name server with it."""
     return await _Walk(source, known, settings, extractor, resolve).run()
+
+
+def _without_a_new_body(base: Page, got: Fetched, before: Known | None) -> Page | None:
+    """The page's outcome when its fetch brought no new body to read (not modified, gone, or failed), the
+    last good version kept where there is one; None when there is a body to read."""
+    if got.not_modified and before is not None and before.duplicate_of is not None:
+        return replace(
+            base, outcome="skipped", reason="duplicate", detail=before.duplicate_of, links=before.links,
+            etag=got.etag or before.etag, last_modified=got.last_modified or before.last_modified,
+        )  # fmt: skip
+    if got.not_modified and before is not None:
+        return replace(
+            base,
+            outcome="unchanged",
+            content_hash=before.content_hash,
+            etag=got.etag or before.etag,
+            last_modified=got.last_modified or before.last_modified,
+            links=before.links,
+        )
+    if got.gone and before is not None:
+        if before.duplicate_of is not None:  # nothing was stored under it, so nothing is removed
+            return replace(base, outcome="skipped", reason=f"http-{got.status}")
+        return replace(base, outcome="removed", reason=f"http-{got.status}")
+    if got.failure is not None or got.kind is None:
+        failed = replace(base, outcome="failed", reason=got.failure or "no-body", detail=got.detail)
+        if before is not None and before.duplicate_of is None:
+            # The last good version stays: its Known goes on to the next sync as it was.
+            return replace(
+                failed, content_hash=before.content_hash, etag=before.etag,
+                last_modified=before.last_modified, links=before.links,
+            )  # fmt: skip
+        return failed
+    return None
