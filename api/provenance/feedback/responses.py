@@ -28,6 +28,7 @@ from provenance.guards.sweep import Sweeper
 from provenance.logs import get_logger
 from provenance.settings import Settings
 from provenance.store.feedback import FeedbackStore, KeptResponse
+from provenance.store.write_behind import WriteBehind
 from provenance.wire import AdmissionStage, AskResponse, BotCheckStage, CacheStage, RateLimitStage, Wire
 
 log = get_logger("provenance.feedback")
@@ -72,48 +73,38 @@ class ResponseLog:
     def __init__(self, store: FeedbackStore, settings: Settings, served: dict[str, Any]) -> None:
         self.store = store
         self.window_s = settings.feedback.window_s
-        self.flush_s = settings.feedback.flush_ms / 1000
         self._settings_json = _encoder.encode(served).decode()
         self._settings_key = hashlib.blake2b(self._settings_json.encode()).digest()
-        self._pending: list[tuple[AskResponse, float]] = []
-        self._rows: list[KeptResponse] = []  # encoded, waiting for the next write
-        self._task: asyncio.Task[None] | None = None
-        self._dropped = 0
-        self._sweeper = Sweeper(
-            "recent responses", CLEANUP_EVERY_S, lambda: store.recent_responses_cleanup(self.window_s)
+        self._pending: list[tuple[AskResponse, float]] = []  # kept, not encoded yet
+        sweeper = Sweeper("recent responses", CLEANUP_EVERY_S, lambda: store.recent_responses_cleanup(self.window_s))
+        self._batch = WriteBehind(
+            "response-log",
+            store.keep_responses,
+            flush_s=settings.feedback.flush_ms / 1000,
+            max_pending=MAX_PENDING,
+            after_write=sweeper.maybe_run,
+            prepare=self._encode,
+            prepare_every_s=ENCODE_EVERY_S,
         )
+        self.flush = self._batch.flush
+        self.aclose = self._batch.aclose
+
+    @property
+    def flush_s(self) -> float:
+        return self._batch.flush_s
 
     def keep(self, response: AskResponse) -> None:
         """Called once per response, in the request's task; never waits. A blocked request is not rated."""
         if response.status == "blocked":
             return
         self._pending.append((response, time.time()))
-        if len(self._pending) > MAX_PENDING:
-            self._trim()
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="response-log")
-
-    def _trim(self) -> None:
-        """Bound what waits, encoded or not, dropping the oldest (the rows are older than the responses)."""
-        over = self.pending - MAX_PENDING
-        if over > 0:
-            rows = min(over, len(self._rows))
-            del self._rows[:rows]
-            del self._pending[: over - rows]
-            self._dropped += over
+        drop = self._batch.add((), also_waiting=len(self._pending))
+        if drop:
+            del self._pending[:drop]
 
     @property
     def pending(self) -> int:
-        return len(self._pending) + len(self._rows)
-
-    async def _run(self) -> None:
-        written = time.monotonic()
-        while True:
-            await asyncio.sleep(ENCODE_EVERY_S)
-            await self._encode()
-            if time.monotonic() - written >= self.flush_s:
-                written = time.monotonic()
-                await self.flush()
+        return len(self._pending) + len(self._batch.rows)
 
     async def _encode(self) -> None:
         """What waits, as rows: SLICE at a time, the loop let go between slices."""
@@ -121,39 +112,10 @@ class ResponseLog:
         for start in range(0, len(batch), SLICE):
             if start:
                 await asyncio.sleep(0)  # let the requests that arrived meanwhile run
-            self._rows.extend(
+            self._batch.rows.extend(
                 _row(response, at, self._settings_json, self._settings_key)
                 for response, at in batch[start : start + SLICE]
             )
-
-    async def flush(self) -> int:
-        """Write what waits, now; a failed write keeps it for the next (up to MAX_PENDING)."""
-        await self._encode()
-        if not self._rows:
-            return 0
-        rows, self._rows = self._rows, []
-        try:
-            kept = await self.store.keep_responses(rows)
-        except BaseException as exc:
-            # Kept for the next write, the oldest first; a cancelled write (shutdown) too, for aclose's.
-            self._rows[:0] = rows
-            self._trim()
-            if not isinstance(exc, Exception):
-                raise
-            log.warning("could not keep served responses; retrying", error=repr(exc), responses=len(rows))
-            return 0
-        if self._dropped:
-            log.warning("served responses not kept: too many waited for the database", dropped=self._dropped)
-            self._dropped = 0
-        await self._sweeper.maybe_run()
-        return kept
-
-    async def aclose(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        await self.flush()
 
 
 class _DoorStages(Wire):

@@ -12,22 +12,18 @@ Every failure (down, too slow, an HTTP error, a refusal, a verdict that is neith
 
 from __future__ import annotations
 
-import hashlib
-
 import anthropic
 from anthropic import AsyncAnthropic
 from anthropic.types import ToolChoiceToolParam, ToolParam
 
 from provenance import metrics
-from provenance.claims.judge.calibration import JudgeCalibration
 from provenance.claims.judge.model import (
     CALL,
     MAX_CLAIMS_JUDGED,
     PROMPT_OVERHEAD_TOKENS,
-    RELEVANCE,
     SUPPORT_SYSTEM,
+    JudgeBase,
     Judged,
-    RelevancePrompt,
     support_prompt,
 )
 from provenance.errors import JudgeError, ModelError
@@ -56,44 +52,12 @@ SDK_ERRORS = SdkErrors(
 )
 
 
-class ClaudeJudge:
+class ClaudeJudge(JudgeBase[AsyncAnthropic]):
     """The judge's two questions, each one Messages call forcing the verdict tool."""
 
+    tag_prefix = "judge:anthropic"
     # The Messages API has no log-probabilities: every judgment is a verdict.
     json_only = True
-
-    def __init__(
-        self,
-        client: AsyncAnthropic,
-        model: str,
-        *,
-        server: str,
-        calibration: JudgeCalibration | None,
-        candidates: int = 2,
-        relevance_prompt: RelevancePrompt = RELEVANCE,
-    ) -> None:
-        self.client = client
-        self.model = model
-        self.server = server
-        self.calibration = calibration
-        self.candidates = candidates
-        self.relevance_prompt = relevance_prompt
-
-    @property
-    def tag(self) -> str:
-        """What, beside its settings' names, changes this judge's verdicts: part of the answer cache's key."""
-        cal = self.calibration.version if self.calibration is not None else "uncalibrated"
-        support = hashlib.sha256(SUPPORT_SYSTEM.encode()).hexdigest()[:12]
-        return (
-            f"judge:anthropic:{self.server}:{self.model}:{cal}:support={support}"
-            f":relevance={self.relevance_prompt.digest}"
-        )
-
-    def calibrated(self, p_yes: float) -> float:
-        return p_yes if self.calibration is None else self.calibration.apply(p_yes)
-
-    def calibrated_relevance(self, p_yes: float) -> float:
-        return p_yes if self.calibration is None else self.calibration.apply_relevance(p_yes)
 
     async def support(self, claim: str, passage: ScoredPassage) -> Judged:
         return await self._ask(SUPPORT_SYSTEM, support_prompt(claim, passage), "support")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 import openai
@@ -34,6 +34,7 @@ from provenance.ports import ScoredPassage, Usage
 from provenance.wire import JudgeMethod
 
 NO_KEY = "not-needed"
+ClientT = TypeVar("ClientT")
 CALL = "judge"
 SERVER = "judge's model server"
 # How many of the first token's alternatives to read: Yes and No are nearly always among the first two.
@@ -151,12 +152,16 @@ def p_yes_from_logprobs(top: Sequence[tuple[str, float]]) -> float | None:
     return yes / (yes + no)
 
 
-class ModelJudge:
-    """The judge's two questions, each one chat completion of one token."""
+class JudgeBase(Generic[ClientT]):
+    """What every reading judge holds whatever its API: its client and model, the server the page names, its
+    calibration, and its tag in the answer cache's key."""
+
+    # Before the server in the tag: a judge of another API is another judge, whatever its model's name.
+    tag_prefix = "judge"
 
     def __init__(
         self,
-        client: AsyncOpenAI,
+        client: ClientT,
         model: str,
         *,
         server: str,
@@ -171,8 +176,6 @@ class ModelJudge:
         self.calibration = calibration
         self.candidates = candidates
         self.relevance_prompt = relevance_prompt
-        # Set once a server has answered without log-probabilities: from then on, ask for JSON at once.
-        self.json_only = False
 
     @property
     def tag(self) -> str:
@@ -180,13 +183,23 @@ class ModelJudge:
         cal = self.calibration.version if self.calibration is not None else "uncalibrated"
         # The prompts' wording too: an answer judged under other instructions was judged by another judge.
         support = hashlib.sha256(SUPPORT_SYSTEM.encode()).hexdigest()[:12]
-        return f"judge:{self.server}:{self.model}:{cal}:support={support}:relevance={self.relevance_prompt.digest}"
+        return (
+            f"{self.tag_prefix}:{self.server}:{self.model}:{cal}:support={support}"
+            f":relevance={self.relevance_prompt.digest}"
+        )
 
     def calibrated(self, p_yes: float) -> float:
         return p_yes if self.calibration is None else self.calibration.apply(p_yes)
 
     def calibrated_relevance(self, p_yes: float) -> float:
         return p_yes if self.calibration is None else self.calibration.apply_relevance(p_yes)
+
+
+class ModelJudge(JudgeBase[AsyncOpenAI]):
+    """The judge's two questions, each one chat completion of one token."""
+
+    # Set once a server has answered without log-probabilities: from then on, ask for JSON at once.
+    json_only = False
 
     async def support(self, claim: str, passage: ScoredPassage) -> Judged:
         return await self._ask(SUPPORT_SYSTEM, support_prompt(claim, passage), "support")
