@@ -28,7 +28,7 @@ from provenance.http.key_info import KEY_ROUTES
 from provenance.http.metrics_route import count_response, metrics_endpoint
 from provenance.http.middleware import request_middleware, security_headers
 from provenance.http.routes import ROUTES, declare_request_constraints, provide_services
-from provenance.http.sources import SOURCE_ROUTES
+from provenance.http.sources import SOURCE_ROUTES, declare_source_constraints
 from provenance.http.streaming import declare_streaming
 from provenance.ingest.memory import bound_allocator
 from provenance.jobs.worker import Worker
@@ -67,6 +67,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     declare_job_events(app.openapi_schema)
     declare_feedback_constraints(app.openapi_schema)
     declare_corpus_admin_constraints(app.openapi_schema)
+    declare_source_constraints(app.openapi_schema)
     # Last, so that it sees every other declaration: the string rule on every parameter and body string.
     declare_string_rule(app.openapi_schema)
     return app
