@@ -4,19 +4,18 @@ private corpus to a key not granted it."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 
 from provenance.access.store import AccessStore
 from provenance.guards.apikeys import create_key
 from provenance.store.guards import GuardStore
-from provenance.store.pool import create_pool, migrate
 from tests.conftest import LiveServer, make_settings
-from tests.reliability.support import drop_schema
+from tests.reliability.support import serving_keys
 
 Keys = dict[str, dict[str, str]]
 
@@ -27,33 +26,23 @@ def keyed(pg_dsn: str, data_dir: Path) -> Iterator[tuple[LiveServer, Keys]]:
     and a key of every kind."""
     settings = make_settings(pg_dsn, data_dir, rate_limit_per_hour=0, cache_ttl_s=0, ingest_workers=0)
 
-    async def prepare() -> dict[str, str | None]:
-        pool = await create_pool(pg_dsn, settings)
-        try:
-            await migrate(pool)
-            access = AccessStore(pool)
-            assert await access.create_corpus("faq", "public", "Questions people ask", exists=False)
-            assert await access.create_corpus("hr", "private", "", exists=False)
-            assert await access.create_corpus("ops", "private", "Ops runbook", exists=False)
-            made = {
-                "admin": await create_key(access, "root", "admin"),
-                "hr-editor": await create_key(access, "hr-editor", "editor", ["hr"]),
-                "faq-editor": await create_key(access, "faq-editor", "editor", ["faq"]),
-                "hr-reader": await create_key(access, "hr-reader", "reader", ["hr"]),
-                "revoked": await create_key(access, "gone", "editor", ["hr"]),
-            }
-            assert await GuardStore(pool).revoke_api_key("gone")
-            return {k: v for k, v in made.items() if v is not None}
-        finally:
-            await pool.close()
+    async def prepare(pool: asyncpg.Pool) -> dict[str, str | None]:
+        access = AccessStore(pool)
+        assert await access.create_corpus("faq", "public", "Questions people ask", exists=False)
+        assert await access.create_corpus("hr", "private", "", exists=False)
+        assert await access.create_corpus("ops", "private", "Ops runbook", exists=False)
+        made = {
+            "admin": await create_key(access, "root", "admin"),
+            "hr-editor": await create_key(access, "hr-editor", "editor", ["hr"]),
+            "faq-editor": await create_key(access, "faq-editor", "editor", ["faq"]),
+            "hr-reader": await create_key(access, "hr-reader", "reader", ["hr"]),
+            "revoked": await create_key(access, "gone", "editor", ["hr"]),
+        }
+        assert await GuardStore(pool).revoke_api_key("gone")
+        return made  # a key not made (None) gets no header
 
-    made = asyncio.run(prepare())
-    headers = {who: {"Authorization": f"Bearer {key}"} for who, key in made.items()}
-    try:
-        with LiveServer(settings) as server:
-            yield server, headers
-    finally:
-        asyncio.run(drop_schema(pg_dsn, settings.database.schema))
+    with serving_keys(pg_dsn, settings, prepare) as (server, headers):
+        yield server, headers
 
 
 def test_each_role_is_told_only_the_corpora_it_may_change(keyed: tuple[LiveServer, Keys]) -> None:

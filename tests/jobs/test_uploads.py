@@ -4,21 +4,20 @@ upload's good files go in and are answerable, a bad one is named with its reason
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 
 from provenance.access.store import AccessStore
 from provenance.guards.apikeys import create_key
-from provenance.store.pool import create_pool, migrate
 from tests.conftest import LiveServer, make_settings
-from tests.reliability.support import drop_schema
+from tests.reliability.support import serving_keys
 
 POLICY = b"# Travel policy\n\n## Per diem\n\nThe per diem for meals is $64 a day in every city.\n"
 LEAVE = b"# Leave\n\n## Parental leave\n\nParents get twelve weeks of paid parental leave.\n"
@@ -28,27 +27,17 @@ LEAVE = b"# Leave\n\n## Parental leave\n\nParents get twelve weeks of paid paren
 def uploads(pg_dsn: str, data_dir: Path) -> Iterator[tuple[LiveServer, dict[str, dict[str, str]]]]:
     settings = make_settings(pg_dsn, data_dir, rate_limit_per_hour=0, cache_ttl_s=0, upload_max_files=3)
 
-    async def keys() -> dict[str, str | None]:
-        pool = await create_pool(pg_dsn, settings)
-        try:
-            await migrate(pool)
-            access = AccessStore(pool)
-            return {
-                "admin": await create_key(access, "root", "admin"),
-                "editor": await create_key(access, "docs-team", "editor", ["handbook"]),
-                "reader": await create_key(access, "handbook-reader", "reader", ["handbook"]),
-                "stranger": await create_key(access, "stranger", "editor", ["other"]),
-            }
-        finally:
-            await pool.close()
+    async def keys(pool: asyncpg.Pool) -> dict[str, str | None]:
+        access = AccessStore(pool)
+        return {
+            "admin": await create_key(access, "root", "admin"),
+            "editor": await create_key(access, "docs-team", "editor", ["handbook"]),
+            "reader": await create_key(access, "handbook-reader", "reader", ["handbook"]),
+            "stranger": await create_key(access, "stranger", "editor", ["other"]),
+        }
 
-    made = asyncio.run(keys())
-    headers = {who: {"Authorization": f"Bearer {key}"} for who, key in made.items()}
-    try:
-        with LiveServer(settings) as server:
-            yield server, headers
-    finally:
-        asyncio.run(drop_schema(pg_dsn, settings.database.schema))
+    with serving_keys(pg_dsn, settings, keys) as (server, headers):
+        yield server, headers
 
 
 def wait_for(server: LiveServer, job_id: str, headers: dict[str, str]) -> dict:  # type: ignore[type-arg]

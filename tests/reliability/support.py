@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +100,27 @@ async def one_slot_server(
             yield server, key, settings
     finally:
         await drop_schema(pg_dsn, settings.database.schema)
+
+
+@contextlib.contextmanager
+def serving_keys(
+    pg_dsn: str, settings: Settings, prepare: Callable[[asyncpg.Pool], Awaitable[dict[str, str | None]]]
+) -> Iterator[tuple[LiveServer, dict[str, dict[str, str]]]]:
+    """A real server on a migrated schema, with what `prepare` made in it (corpora, grants) and the keys it
+    returns, each as its Authorization header; the schema is dropped afterwards."""
+
+    async def made() -> dict[str, str | None]:
+        pool = await create_pool(pg_dsn, settings)
+        try:
+            await migrate(pool)
+            return await prepare(pool)
+        finally:
+            await pool.close()
+
+    keys = asyncio.run(made())
+    headers = {who: {"Authorization": f"Bearer {key}"} for who, key in keys.items() if key is not None}
+    try:
+        with LiveServer(settings) as server:
+            yield server, headers
+    finally:
+        asyncio.run(drop_schema(pg_dsn, settings.database.schema))

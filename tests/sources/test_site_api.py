@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 
@@ -16,9 +16,8 @@ from provenance.guards.apikeys import create_key
 from provenance.inference.embedder import Embedder
 from provenance.ingest.folder import ingest
 from provenance.store.corpora import CorpusStore
-from provenance.store.pool import create_pool, migrate
-from tests.conftest import LiveServer, make_settings
-from tests.reliability.support import drop_schema
+from tests.conftest import make_settings
+from tests.reliability.support import serving_keys
 
 # Loopback, refused by the crawler with SOURCES_ALLOW_PRIVATE off: the queued syncs end at once, fetching nothing.
 SITE = "http://127.0.0.1:9/handbook/"
@@ -28,32 +27,22 @@ SITE = "http://127.0.0.1:9/handbook/"
 def api(pg_dsn: str, data_dir: Path, embedder: Embedder) -> Iterator[tuple[str, dict[str, dict[str, str]]]]:
     settings = make_settings(pg_dsn, data_dir, rate_limit_per_hour=0, cache_ttl_s=0)
 
-    async def keys() -> dict[str, str | None]:
-        pool = await create_pool(pg_dsn, settings)
-        try:
-            await migrate(pool)
-            access = AccessStore(pool)
-            await access.create_corpus("handbook", "private", "", exists=False)
-            folder = Path(tempfile.mkdtemp()) / "notes"
-            folder.mkdir()
-            (folder / "leave.md").write_text("# Leave\n\n## Parental leave\n\nParents get twelve weeks of leave.\n")
-            await ingest(CorpusStore(pool), folder, lambda: embedder, settings.embedding.model, corpus="notes")
-            return {
-                "admin": await create_key(access, "root", "admin"),
-                "editor": await create_key(access, "docs-team", "editor", ["handbook"]),
-                "reader": await create_key(access, "handbook-reader", "reader", ["handbook"]),
-                "stranger": await create_key(access, "stranger", "editor", ["other"]),
-            }
-        finally:
-            await pool.close()
+    async def keys(pool: asyncpg.Pool) -> dict[str, str | None]:
+        access = AccessStore(pool)
+        await access.create_corpus("handbook", "private", "", exists=False)
+        folder = Path(tempfile.mkdtemp()) / "notes"
+        folder.mkdir()
+        (folder / "leave.md").write_text("# Leave\n\n## Parental leave\n\nParents get twelve weeks of leave.\n")
+        await ingest(CorpusStore(pool), folder, lambda: embedder, settings.embedding.model, corpus="notes")
+        return {
+            "admin": await create_key(access, "root", "admin"),
+            "editor": await create_key(access, "docs-team", "editor", ["handbook"]),
+            "reader": await create_key(access, "handbook-reader", "reader", ["handbook"]),
+            "stranger": await create_key(access, "stranger", "editor", ["other"]),
+        }
 
-    made = asyncio.run(keys())
-    headers = {who: {"Authorization": f"Bearer {key}"} for who, key in made.items()}
-    try:
-        with LiveServer(settings) as server:
-            yield server.url, headers
-    finally:
-        asyncio.run(drop_schema(pg_dsn, settings.database.schema))
+    with serving_keys(pg_dsn, settings, keys) as (server, headers):
+        yield server.url, headers
 
 
 def test_an_editor_adds_a_site_to_its_corpus_and_its_first_sync_is_queued(
