@@ -16,6 +16,7 @@ import pytest_asyncio
 from provenance.access.store import AccessStore
 from provenance.cli import main
 from provenance.guards.apikeys import create_key
+from provenance.guards.ratelimit import human_duration
 from provenance.jobs.commands import work
 from provenance.jobs.queue import JobStore
 from provenance.jobs.worker import Worker
@@ -149,7 +150,9 @@ def test_provenance_worker_runs_what_a_server_without_workers_leaves_queued_and_
                 headers=headers,
             )
             assert again.status_code == 429 and again.json()["error"]["code"] == "rate_limited"
-            assert "UPLOAD_RATE_PER_HOUR" in again.json()["error"]["message"] and int(again.headers["retry-after"]) >= 1
+            message, retry = again.json()["error"]["message"], int(again.headers["retry-after"])
+            # The wait in words, as every hourly limit says it (guards.ratelimit.spend_hourly).
+            assert "1 upload per hour (UPLOAD_RATE_PER_HOUR)" in message and human_duration(retry) in message
             time.sleep(3)
             assert httpx.get(f"{server.url}/jobs/{job_id}", headers=headers).json()["state"] == "queued"
             assert asyncio.run(work(settings, 2, 1, once=True)) == 0

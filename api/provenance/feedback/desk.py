@@ -15,7 +15,7 @@ from provenance.errors import ServiceError, UnknownRequest
 from provenance.feedback.responses import ResponseLog
 from provenance.feedback.schema import FeedbackReceipt, FeedbackRequest, WrongVerdict
 from provenance.guards.base import Guards
-from provenance.guards.ratelimit import human_duration, rate_limit_key
+from provenance.guards.ratelimit import human_duration, rate_limit_key, spend_hourly
 from provenance.settings import Settings
 from provenance.store import Store
 
@@ -86,16 +86,10 @@ class FeedbackDesk:
         )
 
     async def _count(self, client: str) -> None:
-        limit = self.settings.rate_limit_per_hour
-        if limit <= 0:
-            return
-        window = await self.store.rate_limit_hit(f"feedback:{client}", limit)
-        if not window.admitted:
-            retry = max(1, math.ceil(window.seconds_left))
-            raise ServiceError(
-                429,
-                "rate_limited",
-                f"the limit of {limit} ratings per hour (FEEDBACK_RATE_LIMIT_PER_HOUR) is used up; try again in "
-                f"{human_duration(retry)}",
-                {"Retry-After": str(retry)},
-            )
+        await spend_hourly(
+            self.store,
+            f"feedback:{client}",
+            self.settings.rate_limit_per_hour,
+            "rating",
+            "FEEDBACK_RATE_LIMIT_PER_HOUR",
+        )

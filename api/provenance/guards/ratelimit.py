@@ -7,6 +7,7 @@ import math
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
+from provenance.errors import ServiceError
 from provenance.guards.base import Ticket
 from provenance.guards.sweep import Sweeper
 from provenance.logs import get_logger
@@ -96,6 +97,24 @@ def human_duration(seconds: float) -> str:
     if minutes < 60:
         return f"{minutes} minute{'s' if minutes != 1 else ''}"
     return "1 hour"
+
+
+async def spend_hourly(store: GuardStore, bucket: str, limit: int, what: str, variable: str) -> None:
+    """Count one action against `bucket`'s hourly `limit` (0 or less: no limit), or refuse it with 429 and
+    Retry-After: "the limit of 5 uploads per hour (UPLOAD_RATE_PER_HOUR) is used up; try again in 37 minutes".
+    For the actions counted apart from questions: uploads per key, ratings per client. `what` is singular."""
+    if limit <= 0:
+        return
+    window = await store.rate_limit_hit(bucket, limit)
+    if not window.admitted:
+        retry = max(1, math.ceil(window.seconds_left))
+        wait, plural = human_duration(retry), "s" if limit != 1 else ""
+        raise ServiceError(
+            429,
+            "rate_limited",
+            f"the limit of {limit} {what}{plural} per hour ({variable}) is used up; try again in {wait}",
+            {"Retry-After": str(retry)},
+        )
 
 
 class RateLimiter:

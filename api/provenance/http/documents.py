@@ -6,7 +6,6 @@ that file's outcome in its job (provenance.jobs.worker)."""
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -22,6 +21,7 @@ from litestar.response.sse import ServerSentEventMessage
 
 from provenance.access.clients import Client, require_read, require_write
 from provenance.errors import ErrorEnvelope, ServiceError
+from provenance.guards.ratelimit import spend_hourly
 from provenance.http.corpus_admin import CorpusPath, key_holder
 from provenance.jobs.queue import Job, JobStore
 from provenance.jobs.worker import kept_name
@@ -136,7 +136,14 @@ async def upload_documents(
     declared = int(request.headers.get("content-length") or 0)
     if declared > limits.upload_max_request_bytes:
         raise _too_large(f"the request is {declared:,} bytes; the limit is {limits.upload_max_request_bytes:,}")
-    await _count_upload(services, client.key or "")
+    # An upload is counted against its key's own hourly limit, apart from its questions'.
+    await spend_hourly(
+        services.store,
+        f"upload:{client.key or ''}",
+        services.settings.ingest.upload_rate_per_hour,
+        "upload",
+        "UPLOAD_RATE_PER_HOUR",
+    )
     form = await request.form()
     uploads = [f for f in form.getall("files") if isinstance(f, UploadFile)] if "files" in form else []
     if not uploads:
@@ -178,22 +185,6 @@ async def remove_document(
         raise ServiceError(404, "unknown_document", f"corpus {name!r} has no document {document_id!r}")
     job = await JobStore(services.pool).enqueue(name, "remove", {"documents": [document_id]}, client.key)
     return JobAccepted(job_id=job.id)
-
-
-async def _count_upload(services: Services, key: str) -> None:
-    """An upload counted against its key's hourly limit (UPLOAD_RATE_PER_HOUR), apart from its questions'."""
-    limit = services.settings.ingest.upload_rate_per_hour
-    if limit <= 0:
-        return
-    window = await services.store.rate_limit_hit(f"upload:{key}", limit)
-    if not window.admitted:
-        retry = max(1, math.ceil(window.seconds_left))
-        raise ServiceError(
-            429,
-            "rate_limited",
-            f"the limit of {limit} uploads per hour (UPLOAD_RATE_PER_HOUR) is used up; try again in {retry} s",
-            {"Retry-After": str(retry)},
-        )
 
 
 def _too_large(message: str) -> ServiceError:
