@@ -81,7 +81,7 @@ class FeedbackStore(Pooled):
     async def keep_responses(self, rows: Sequence[KeptResponse]) -> int:
         """Two statements in one transaction: each distinct body not yet kept, then one small row per response.
         A request id already kept (a client that reused its X-Request-ID) keeps the response first served
-        under it."""
+        under it. The envelope is copied as text, cast only where it is read (017_envelope_text.sql)."""
         if not rows:
             return 0
         bodies: dict[bytes, KeptResponse] = {}
@@ -108,7 +108,7 @@ class FeedbackStore(Pooled):
                     INSERT INTO served_responses
                         (request_id, question, corpus, corpus_version, status, reason, cached, body_digest,
                          envelope, served_at)
-                    SELECT r, q, c, v, s, why, hit, d, env::jsonb, t
+                    SELECT r, q, c, v, s, why, hit, d, env, t
                     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
                                 $7::boolean[], $8::bytea[], $9::text[], $10::timestamptz[])
                         AS u(r, q, c, v, s, why, hit, d, env, t)
