@@ -11,13 +11,17 @@ and then served `n` times from the answer cache through the pipeline. Then, in i
   cache entry ("per entry");
 - **Postgres**: the CPU the backend that writes the rows spends per row (its utime + stime from /proc, so what
   other processes do to the machine counts only through the caches), in batches of `--batch` rows, what a
-  20 ms encode interval and a FEEDBACK_FLUSH_MS write hold at ~1,400 cached answers a second.
+  20 ms encode interval and a FEEDBACK_FLUSH_MS write hold at ~1,400 cached answers a second, and this
+  process's CPU for the same writes (asyncpg encoding the arrays);
+- with `--collections`, the collector's full collections while cached answers are served through the
+  pipeline, kept as /ask keeps them against not kept.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import shutil
@@ -49,7 +53,7 @@ def _cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) * _TICK_S
 
 
-async def measure(n: int, rounds: int, batch: int, pg_batches: int) -> dict[str, Any]:
+async def measure(n: int, rounds: int, batch: int, pg_batches: int, gc_too: bool) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="bench-retention-"))
     for name in CHAPTERS:
         shutil.copy(REPO_ROOT / "corpus" / name, folder / name)
@@ -61,6 +65,7 @@ async def measure(n: int, rounds: int, batch: int, pg_batches: int) -> dict[str,
             services = await build_services(settings)
             try:
                 hits = await _served(services.pipeline, n)
+                collections = await _collections(services.pipeline, store, settings, n, rounds) if gc_too else {}
             finally:
                 await services.close()
             python, rows = await _python_cost(hits, store, settings, rounds)
@@ -75,6 +80,7 @@ async def measure(n: int, rounds: int, batch: int, pg_batches: int) -> dict[str,
         "envelope_bytes": statistics.median(len(row.envelope_json) for row in rows),
         **python,
         **pg,
+        **collections,
     }
 
 
@@ -88,6 +94,41 @@ async def _served(pipeline: Any, n: int) -> list[tuple[AskResponse, str | None]]
             raise RuntimeError(f"not served from the cache: {outcome.response.stages.cache}")
         hits.append((outcome.response, outcome.served_from))
     return hits
+
+
+async def _collections(pipeline: Any, store: Any, settings: Settings, n: int, rounds: int) -> dict[str, list[float]]:
+    """The collector's work while `n` cached answers are served through the pipeline, each kept as /ask keeps it
+    ("on") or not ("off"), the log's own task encoding and writing meanwhile: full (generation 2) collections
+    per 1,000 answers and their pauses. A response held by the log past its request outlives the young
+    generations' collections, and what is promoted brings the next full collection, which walks the heap."""
+    cost: dict[str, list[float]] = {f"gc_{k}_{v}": [] for k in ("full_per_1k", "full_ms_per_1k") for v in ("on", "off")}
+    started: list[float] = []
+    full: list[float] = []
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started.append(time.perf_counter())
+        elif info["generation"] == 2:
+            full.append(time.perf_counter() - started[-1])
+
+    gc.callbacks.append(watch)
+    try:
+        for r in range(rounds):
+            for name in ("on", "off") if r % 2 == 0 else ("off", "on"):
+                log = ResponseLog(store, settings, served_settings(settings, "local"))
+                gc.collect()
+                gc.freeze()  # as the app's start-up does (provenance.app): a full collection walks what came since
+                full.clear()
+                for i in range(n):
+                    outcome = await pipeline.ask(QUESTION, request_id=f"gc-{r}-{name}-{i}", peer_ip="127.0.0.1")
+                    if name == "on":
+                        log.keep(outcome.response, outcome.served_from)
+                await log.aclose()
+                cost[f"gc_full_per_1k_{name}"].append(len(full) / n * 1000)
+                cost[f"gc_full_ms_per_1k_{name}"].append(sum(full) / n * 1e6)
+    finally:
+        gc.callbacks.remove(watch)
+    return cost
 
 
 async def _python_cost(
@@ -117,7 +158,7 @@ async def _postgres_cost(
     """The writing backend's CPU per row, and the write's wall time, `copies` times the rows a round."""
     one = settings.with_overrides(db_pool_min=1, db_pool_max=1)
     pool = await create_pool(resolve_database_url(one), one)
-    cost: dict[str, list[float]] = {"pg_cpu_us_per_row": [], "pg_wall_us_per_row": []}
+    cost: dict[str, list[float]] = {"pg_cpu_us_per_row": [], "pg_wall_us_per_row": [], "pg_client_us_per_row": []}
     try:
         writer = FeedbackStore(pool)
         pid = await pool.fetchval("SELECT pg_backend_pid()")
@@ -127,9 +168,10 @@ async def _postgres_cost(
                 for c in range(copies)
                 for i, row in enumerate(rows)
             ]
-            cpu, wall = _cpu_of(pid), time.perf_counter()
+            cpu, wall, client = _cpu_of(pid), time.perf_counter(), time.process_time()
             for start in range(0, len(fresh), batch):
                 await writer.keep_responses(fresh[start : start + batch])
+            cost["pg_client_us_per_row"].append((time.process_time() - client) / len(fresh) * 1e6)
             cost["pg_cpu_us_per_row"].append((_cpu_of(pid) - cpu) / len(fresh) * 1e6)
             cost["pg_wall_us_per_row"].append((time.perf_counter() - wall) / len(fresh) * 1e6)
     finally:
@@ -137,8 +179,8 @@ async def _postgres_cost(
     return cost
 
 
-def _spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.1f} µs (min {min(values):.1f}, max {max(values):.1f})"
+def _spread(values: list[float], unit: str = " µs") -> str:
+    return f"{statistics.median(values):.1f}{unit} (min {min(values):.1f}, max {max(values):.1f})"
 
 
 def report(result: dict[str, Any]) -> str:
@@ -150,6 +192,13 @@ def report(result: dict[str, Any]) -> str:
             f"python keep + encode, body per entry: {_spread(result['python_us_per_entry'])}",
             f"postgres backend CPU per row (batches of {result['batch']}): {_spread(result['pg_cpu_us_per_row'])}",
             f"postgres write wall time per row: {_spread(result['pg_wall_us_per_row'])}",
+            f"this process's CPU per row written (asyncpg's encoding): {_spread(result['pg_client_us_per_row'])}",
+            *(
+                f"full collections per 1,000 answers, kept {v}: {_spread(result[f'gc_full_per_1k_{v}'], '')}; "
+                f"their pauses {_spread(result[f'gc_full_ms_per_1k_{v}'], ' ms')}"
+                for v in ("on", "off")
+                if f"gc_full_per_1k_{v}" in result
+            ),
         ]
     )
 
@@ -160,9 +209,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (default 7)")
     parser.add_argument("--batch", type=int, default=700, help="rows per write (default 700)")
     parser.add_argument("--copies", type=int, default=5, help="times the n rows are written a round (default 5)")
+    parser.add_argument("--collections", action="store_true", help="also the collector's work, kept on and off")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = asyncio.run(measure(args.n, args.rounds, args.batch, args.copies))
+    result = asyncio.run(measure(args.n, args.rounds, args.batch, args.copies, args.collections))
     print(json.dumps(result) if args.json else report(result))
 
 

@@ -18,7 +18,6 @@ answer's body is encoded and hashed once per cache entry it was served from, not
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import hashlib
 import time
 from typing import Any
@@ -217,5 +216,5 @@ def _row(response: AskResponse, at: float, settings_json: str, body: _Body) -> K
         settings_json=settings_json,
         body_json=body.json,
         envelope_json=_encoder.encode(envelope).decode(),
-        served_at=dt.datetime.fromtimestamp(at, dt.UTC),
+        served_at=at,
     )

@@ -30,7 +30,8 @@ class KeptResponse(msgspec.Struct, frozen=True, gc=False):
     settings_json: str
     body_json: str
     envelope_json: str
-    served_at: dt.datetime
+    # Seconds since the epoch (time.time()): sent as float8, which asyncpg encodes for less than a datetime.
+    served_at: float
 
 
 # A hot body's last_served is refreshed at most this often, so that it costs no write per flush; bodies are
@@ -91,8 +92,8 @@ class FeedbackStore(Pooled):
             await conn.execute(
                 """
                 INSERT INTO response_bodies AS b (digest, settings, body, last_served)
-                SELECT d, cfg::jsonb, body::jsonb, t
-                FROM unnest($1::bytea[], $2::text[], $3::text[], $4::timestamptz[]) AS u(d, cfg, body, t)
+                SELECT d, cfg::jsonb, body::jsonb, to_timestamp(t)
+                FROM unnest($1::bytea[], $2::text[], $3::text[], $4::float8[]) AS u(d, cfg, body, t)
                 ON CONFLICT (digest) DO UPDATE SET last_served = EXCLUDED.last_served
                     WHERE b.last_served < EXCLUDED.last_served - make_interval(secs => $5)
                 """,
@@ -108,9 +109,9 @@ class FeedbackStore(Pooled):
                     INSERT INTO served_responses
                         (request_id, question, corpus, corpus_version, status, reason, cached, body_digest,
                          envelope, served_at)
-                    SELECT r, q, c, v, s, why, hit, d, env, t
+                    SELECT r, q, c, v, s, why, hit, d, env, to_timestamp(t)
                     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                                $7::boolean[], $8::bytea[], $9::text[], $10::timestamptz[])
+                                $7::boolean[], $8::bytea[], $9::text[], $10::float8[])
                         AS u(r, q, c, v, s, why, hit, d, env, t)
                     ON CONFLICT (request_id) DO NOTHING
                     RETURNING 1
