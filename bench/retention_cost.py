@@ -158,7 +158,24 @@ async def _postgres_cost(
     """The writing backend's CPU per row, and the write's wall time, `copies` times the rows a round."""
     one = settings.with_overrides(db_pool_min=1, db_pool_max=1)
     pool = await create_pool(resolve_database_url(one), one)
-    cost: dict[str, list[float]] = {"pg_cpu_us_per_row": [], "pg_wall_us_per_row": [], "pg_client_us_per_row": []}
+    cost: dict[str, list[float]] = {
+        "pg_cpu_us_per_row": [],
+        "pg_wall_us_per_row": [],
+        "pg_client_us_per_row": [],
+        "loop_held_ms": [],
+    }
+    held: list[float] = []
+
+    async def ticker() -> None:
+        """The CPU the loop spent between two turns of this task: the longest is what a write holds every
+        request for. CPU rather than wall time, so that the scheduler's pauses on shared cores don't count."""
+        last = time.thread_time()
+        while True:
+            await asyncio.sleep(0)
+            now = time.thread_time()
+            held.append(now - last)
+            last = now
+
     try:
         writer = FeedbackStore(pool)
         pid = await pool.fetchval("SELECT pg_backend_pid()")
@@ -174,6 +191,15 @@ async def _postgres_cost(
             cost["pg_client_us_per_row"].append((time.process_time() - client) / len(fresh) * 1e6)
             cost["pg_cpu_us_per_row"].append((_cpu_of(pid) - cpu) / len(fresh) * 1e6)
             cost["pg_wall_us_per_row"].append((time.perf_counter() - wall) / len(fresh) * 1e6)
+            # One more batch, watched (the watcher's own CPU kept out of the figures above).
+            watch = asyncio.get_running_loop().create_task(ticker())
+            await asyncio.sleep(0)
+            held.clear()
+            await writer.keep_responses(
+                [msgspec.structs.replace(row, request_id=f"held-{r}-{row.request_id}") for row in fresh[:batch]]
+            )
+            watch.cancel()
+            cost["loop_held_ms"].append(max(held) * 1000)
     finally:
         await pool.close()
     return cost
@@ -193,6 +219,7 @@ def report(result: dict[str, Any]) -> str:
             f"postgres backend CPU per row (batches of {result['batch']}): {_spread(result['pg_cpu_us_per_row'])}",
             f"postgres write wall time per row: {_spread(result['pg_wall_us_per_row'])}",
             f"this process's CPU per row written (asyncpg's encoding): {_spread(result['pg_client_us_per_row'])}",
+            f"the loop's longest CPU between turns, writing a batch: {_spread(result['loop_held_ms'], ' ms')}",
             *(
                 f"full collections per 1,000 answers, kept {v}: {_spread(result[f'gc_full_per_1k_{v}'], '')}; "
                 f"their pauses {_spread(result[f'gc_full_ms_per_1k_{v}'], ' ms')}"
