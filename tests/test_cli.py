@@ -19,7 +19,6 @@ import asyncpg
 import httpx
 import pytest
 
-from provenance.inference.llm_server import free_port
 from provenance.settings import REPO_ROOT
 from tests.conftest import CORPUS, LiveServer
 
@@ -175,8 +174,8 @@ def test_mistakes_the_database_reveals(cli_env: dict[str, str]) -> None:
 class MakeRun:
     """`make run` as a user starts it, in its own process group so that Ctrl-C can be sent as a terminal does."""
 
-    def __init__(self, env: dict[str, str], port: int) -> None:
-        self.port = port
+    def __init__(self, env: dict[str, str]) -> None:
+        self.port = 0  # the one the address line names
         # -o: never (re)install from a test; a warm start finds the install done anyway.
         self.proc = subprocess.Popen(
             ["make", "run", "-o", ".venv/.installed"],
@@ -195,6 +194,7 @@ class MakeRun:
         for line in self.proc.stdout:
             self.lines.append(line.rstrip("\n"))
             if line.startswith("serving on "):
+                self.port = int(line.split()[2].rsplit(":", 1)[1])
                 break
         else:
             raise AssertionError("make run stopped before serving:\n" + "\n".join(self.lines))
@@ -230,26 +230,28 @@ def small_corpus() -> Iterator[Path]:
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_a_warm_make_run_prints_the_two_lines_the_readme_promises(tmp_path: Path, small_corpus: Path) -> None:
-    port = free_port()
-    env = clean_env(DATA_DIR=str(tmp_path / "data"), CORPUS_DIR=str(small_corpus), PORT=str(port))
+    # Port 0: the server binds a free port and says which (a port picked free here could be taken first).
+    env = clean_env(DATA_DIR=str(tmp_path / "data"), CORPUS_DIR=str(small_corpus), PORT="0")
 
-    cold = MakeRun(env, port)
+    cold = MakeRun(env)
     try:
         lines = cold.start_up()
     finally:
         after = cold.stop()
     assert lines[0].startswith("ingested 2 files into corpus default: "), lines
-    assert lines[1:] == [f"serving on http://127.0.0.1:{port} (profile local); Ctrl-C stops"]
+    # The port printed is the one that answered /healthz (start_up), a real one.
+    assert cold.port > 0
+    assert lines[1:] == [f"serving on http://127.0.0.1:{cold.port} (profile local); Ctrl-C stops"]
     assert not [line for line in after if "Interrupt" not in line], after  # make's own note on Ctrl-C only
 
-    warm = MakeRun(env, port)
+    warm = MakeRun(env)
     try:
         lines = warm.start_up()
     finally:
         warm.stop()
     assert len(lines) == 2, lines
     assert lines[0].startswith("corpus default unchanged ("), lines
-    assert lines[1] == f"serving on http://127.0.0.1:{port} (profile local); Ctrl-C stops"
+    assert lines[1] == f"serving on http://127.0.0.1:{warm.port} (profile local); Ctrl-C stops"
 
     # What initdb and pg_ctl said is kept, in a file under the data folder.
     transcript = (tmp_path / "data" / "embedded-postgres.log").read_text()

@@ -105,7 +105,7 @@ def test_the_readme_table_states_defaults_as_an_operator_writes_them() -> None:
         ({"REQUEST_READ_TIMEOUT_S": "-0.5"}, "REQUEST_READ_TIMEOUT_S must be positive, got -0.5"),
         ({"TURNSTILE_TIMEOUT_S": "0"}, "TURNSTILE_TIMEOUT_S must be positive, got 0"),
         ({"UPLOAD_MAX_FILE_BYTES": "0"}, "UPLOAD_MAX_FILE_BYTES must be at least 1, got 0"),
-        ({"PORT": "70000"}, "PORT must be within [1, 65535], got 70000"),
+        ({"PORT": "70000"}, "PORT must be within [0, 65535], got 70000"),
         ({"SOURCES_CONCURRENCY": "3"}, "SOURCES_CONCURRENCY must be within [1, 2], got 3"),
         ({"FEEDBACK_FLUSH_MS": "0"}, "FEEDBACK_FLUSH_MS must be within (0, 60000], got 0"),
         ({"ASK_QUEUE_MAX": "-1"}, "ASK_QUEUE_MAX must not be negative, got -1"),

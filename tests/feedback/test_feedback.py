@@ -196,6 +196,34 @@ def test_a_refusal_and_a_cached_answer_can_be_rated_each_under_its_own_request_i
     assert json.loads(cached["response_text"])["requestId"] == again["requestId"]
 
 
+def test_each_hit_of_one_cached_answer_is_kept_as_it_was_returned(
+    server: LiveServer, feedback_settings: Settings
+) -> None:
+    """Hits of one cache entry share its body, encoded once for all of them (feedback/responses.py `_Bodies`);
+    each is still read back with its own request id, timing and stages."""
+    question = "What are the opening hours on weekends?"
+    client = "203.0.113.17"
+    first = ask(server, question, client)
+    hits = [ask(server, question, client) for _ in range(3)]
+    assert all(hit["cached"] for hit in hits) and len({hit["requestId"] for hit in hits}) == 3
+
+    async def read() -> dict[str, Any]:
+        conn = await asyncpg.connect(
+            feedback_settings.database.url or "", server_settings={"search_path": feedback_settings.database.schema}
+        )
+        try:
+            found = await conn.fetch(
+                "SELECT request_id, response::text AS response FROM recent_responses WHERE request_id = ANY($1)",
+                [r["requestId"] for r in (first, *hits)],
+            )
+        finally:
+            await conn.close()
+        return {r["request_id"]: json.loads(r["response"]) for r in found}
+
+    kept_back = asyncio.run(read())
+    assert [kept_back[r["requestId"]] for r in (first, *hits)] == [first, *hits]
+
+
 def test_a_second_verdict_replaces_the_clients_first_and_never_another_clients(
     server: LiveServer, feedback_settings: Settings
 ) -> None:
@@ -493,6 +521,41 @@ async def test_hits_of_one_cached_answer_share_one_body_and_each_is_read_back_as
     assert bodies == 1  # the first answer and its five hits differ only in what each request changed
     for response in (first, *hits):
         assert kept[response.request_id] == (json.loads(msgspec.json.encode(response)), response.cached)
+
+
+async def test_hits_kept_with_the_entry_they_were_served_from_are_read_back_as_they_were_returned(
+    fresh_store: Store,
+) -> None:
+    settings = Settings()
+    log = ResponseLog(fresh_store, settings, served_settings(settings, "local"))
+    first = _response("entry-first")
+    hits = [
+        msgspec.structs.replace(
+            first,
+            request_id=f"entry-hit-{i}",
+            cached=True,
+            total_ms=0.25 * i,
+            conversation_id=f"entry-conversation-{i}",
+            turn=1,
+            stages=msgspec.structs.replace(first.stages, cache=CacheStage(status="hit", ms=0.1 * i)),
+        )
+        for i in range(4)
+    ]
+    other = msgspec.structs.replace(first, request_id="entry-other", cached=True, answer="Another answer.")
+    log.keep(first)
+    for response in hits:
+        log.keep(response, "key-1@2026-12-04T00:00:00+00:00")
+    log.keep(other, "key-2@2026-12-04T00:00:00+00:00")  # another entry: its own body
+    await log.aclose()
+    async with fresh_store.pool.acquire() as conn:
+        bodies = await conn.fetchval("SELECT count(*) FROM response_bodies")
+        kept = {
+            r["request_id"]: json.loads(r["response"])
+            for r in await conn.fetch("SELECT request_id, response::text AS response FROM recent_responses")
+        }
+    assert bodies == 2
+    for response in (first, *hits, other):
+        assert kept[response.request_id] == json.loads(msgspec.json.encode(response))
 
 
 async def test_a_flush_lets_requests_run_while_it_encodes_a_large_batch(fresh_store: Store) -> None:

@@ -4,6 +4,7 @@ origins, and no key, secret or token in any log line of a real `provenance serve
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -19,7 +20,6 @@ from litestar.testing import AsyncTestClient
 
 from provenance.app import create_app
 from provenance.http.middleware import CONTENT_SECURITY_POLICY
-from provenance.inference.llm_server import free_port
 from provenance.services import Services
 from provenance.settings import Settings
 from tests.conftest import LiveServer
@@ -128,7 +128,6 @@ def test_no_secret_reaches_the_logs(pg_dsn: str, data_dir: Path, corpus_schema: 
     good_token = f"good-{secrets.token_urlsafe(24)}"
     bad_token = f"forged-{secrets.token_urlsafe(24)}"
     wrong_key = f"pv_{secrets.token_urlsafe(32)}"
-    port = free_port()
     siteverify = FakeSiteverify()
     fake = FakeAnthropic(api_key=anthropic_key).start()
     env = {
@@ -161,13 +160,14 @@ def test_no_secret_reaches_the_logs(pg_dsn: str, data_dir: Path, corpus_schema: 
         assert api_key.startswith("pv_")
         with logs.open("w") as sink:
             server = subprocess.Popen(
-                [sys.executable, "-m", "provenance", "serve", "--port", str(port)],
+                # Port 0: the server binds a free port and prints it (a port picked free here could be taken first).
+                [sys.executable, "-m", "provenance", "serve", "--port", "0"],
                 env=env,
                 stdout=sink,
                 stderr=subprocess.STDOUT,
             )
             try:
-                statuses = _drive(f"http://127.0.0.1:{port}", server, api_key, wrong_key, good_token, bad_token)
+                statuses = _drive(_served_at(logs, server), server, api_key, wrong_key, good_token, bad_token)
             finally:
                 server.send_signal(signal.SIGINT)
                 try:
@@ -200,6 +200,19 @@ def test_no_secret_reaches_the_logs(pg_dsn: str, data_dir: Path, corpus_schema: 
     }
     assert not leaked, f"secrets in the logs: {sorted(leaked)}"
     print(f"\nsecrets: {len(output.splitlines())} log lines checked, none of 6 secrets found")
+
+
+_SERVING = re.compile(r"^serving on (http://127\.0\.0\.1:\d+) \(profile \w+\); Ctrl-C stops$", re.MULTILINE)
+
+
+def _served_at(log: Path, server: subprocess.Popen[bytes], within_s: float = 90) -> str:
+    """The address `provenance serve --port 0` printed once it had bound its socket."""
+    deadline = time.monotonic() + within_s
+    while (found := _SERVING.search(log.read_text(errors="replace"))) is None:
+        assert server.poll() is None, "provenance serve exited:\n" + log.read_text(errors="replace")
+        assert time.monotonic() < deadline, "provenance serve printed no address"
+        time.sleep(0.1)
+    return found.group(1)
 
 
 def _drive(

@@ -94,3 +94,50 @@ async def test_processes_starting_at_once_on_a_fresh_schema_take_turns(pg_dsn: s
         conn = await asyncpg.connect(pg_dsn)
         await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         await conn.close()
+
+
+async def test_a_response_kept_before_its_envelope_became_text_reads_back_the_same(  # type: ignore[no-untyped-def]
+    pg_dsn: str, data_dir, tmp_path
+) -> None:
+    """017_envelope_text.sql turns each kept envelope into text; the view merges it over its body as before."""
+    import json
+    import shutil
+
+    settings = make_settings(pg_dsn, data_dir)
+    pool = await create_pool(pg_dsn, settings)
+    before = tmp_path / "before"
+    before.mkdir()
+    for path in migration_files():
+        if path.name < "017":
+            shutil.copy(path, before / path.name)
+    body = {"requestId": "", "answer": "$14 a month.", "stages": {"cache": {"status": "skipped"}, "gate": {"ok": 1}}}
+    envelope = {"requestId": "kept-before", "totalMs": 2.5, "stages": {"cache": {"status": "hit"}}}
+    try:
+        await migrate(pool, before)
+        async with pool.acquire() as conn:
+            await conn.execute(
+                "INSERT INTO response_bodies (digest, settings, body, last_served) VALUES ('\\x01', '{}', $1, now())",
+                json.dumps(body),
+            )
+            await conn.execute(
+                "INSERT INTO served_responses (request_id, question, status, cached, body_digest, envelope,"
+                " served_at) VALUES ('kept-before', 'q', 'answered', true, '\\x01', $1, now())",
+                json.dumps(envelope),
+            )
+        assert await migrate(pool) == ["017_envelope_text.sql"] + [
+            p.name for p in migration_files() if p.name > "017_envelope_text.sql"
+        ]
+        async with pool.acquire() as conn:
+            kept = json.loads(await conn.fetchval("SELECT response::text FROM recent_responses"))
+            assert await conn.fetchval("SELECT pg_typeof(envelope)::text FROM served_responses") == "text"
+        assert kept == {
+            "requestId": "kept-before",
+            "answer": "$14 a month.",
+            "totalMs": 2.5,
+            "stages": {"cache": {"status": "hit"}, "gate": {"ok": 1}},
+        }
+    finally:
+        await pool.close()
+        conn = await asyncpg.connect(pg_dsn)
+        await conn.execute(f'DROP SCHEMA "{settings.database.schema}" CASCADE')
+        await conn.close()

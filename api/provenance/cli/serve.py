@@ -35,16 +35,12 @@ def _metrics_dir() -> Path | None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from provenance.http.uvicorn_protocols import http_protocol
-
     settings = common.settings()
     made = _metrics_dir() if settings.metrics.enabled else None
     if made is not None:
         atexit.register(shutil.rmtree, made, ignore_errors=True)
     host = args.host or settings.server.host
-    port = args.port or settings.server.port
+    port = settings.server.port if args.port is None else args.port
     if settings.database.url is None:
         # Start the embedded server here, in the parent, so that every worker joins one Postgres and
         # Ctrl-C on this process stops it cleanly.
@@ -65,8 +61,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # A database ingested before sentence vectors were stored gets them now, once, with a progress bar,
     # rather than each worker embedding them at every start.
     fill_sentences_now(settings)
-    print(f"serving on http://{host}:{port} (profile {settings.profile}); Ctrl-C stops", flush=True)
-    uvicorn.run(
+    return _serve(args, host, port, settings.profile)
+
+
+def _serve(args: argparse.Namespace, host: str, port: int, profile: str) -> int:
+    """Bind, say where, then serve until Ctrl-C. The socket is bound before the address is printed, so that
+    port 0 takes any free port and the line names it: a caller that picked a free port itself and passed it
+    could lose it to another process before the server bound it."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    from provenance.http.uvicorn_protocols import http_protocol
+
+    config = uvicorn.Config(
         "provenance.app:create_app",
         factory=True,
         host=host,
@@ -80,13 +87,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
         timeout_keep_alive=5,
         timeout_graceful_shutdown=5,
     )
-    return 0
+    sock = config.bind_socket()  # as uvicorn.run binds it: its error, and exit status 3, when it can't
+    print(f"serving on http://{host}:{sock.getsockname()[1]} (profile {profile}); Ctrl-C stops", flush=True)
+    server = uvicorn.Server(config)
+    try:
+        if config.workers > 1:
+            Multiprocess(config, sockets=[sock]).run()
+        else:
+            config.load_app()
+            server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+    # uvicorn.run's exit status when a single worker never started.
+    return 3 if config.workers == 1 and not server.started else 0
 
 
 def add(sub: common.Subparsers) -> None:
     serve = sub.add_parser("serve", help="run the HTTP API and the web page")
     serve.add_argument("--host", default=None, help="bind address (default: HOST or 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=None, help="port (default: PORT or 8000)")
+    serve.add_argument(
+        "--port", type=int, default=None, help="port (default: PORT or 8000); 0: any free port, printed once bound"
+    )
     serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     serve.add_argument("--ingest", action="store_true", help="ingest CORPUS_DIR first when it changed")
     # httptools and uvloop are installed with us and chosen by "auto"; the others are for comparing.

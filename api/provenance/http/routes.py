@@ -293,7 +293,7 @@ async def ask(
         )
         if services.feedback is not None:
             # Kept so that a reader can rate it (POST /feedback): a list append here, written in batches.
-            services.feedback.responses.keep(outcome.response)
+            services.feedback.responses.keep(outcome.response, outcome.served_from)
         return outcome
 
     if wants_stream(request):

@@ -196,7 +196,9 @@ class Pipeline:
                 hit = await self.guards.cache_get(cache_key)
                 run.record(hit.stage)
                 if hit.response is not None:
-                    return run.cached(hit.response)
+                    # One entry is one key written at one time (a rewrite moves its created_at).
+                    at = hit.stage.cached_at
+                    return run.cached(hit.response, served_from=f"{cache_key}@{at}" if at else None)
             else:
                 run.stages.cache.detail = "cache bypassed for this run"
 

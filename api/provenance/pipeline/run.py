@@ -50,6 +50,10 @@ class Outcome(msgspec.Struct):
     response: AskResponse
     http_status: int = 200
     headers: dict[str, str] = msgspec.field(default_factory=dict)
+    # The answer-cache entry a cached answer was served from (its key and when it was written), None for any
+    # other: every hit of one entry is the same response but for what `Run.cached` sets, so the response log
+    # encodes and hashes its body once per entry, not once per hit (feedback/responses.py).
+    served_from: str | None = None
 
 
 class StageOutcome(Protocol):
@@ -128,14 +132,15 @@ class Run:
     def elapsed_ms(self) -> float:
         return round((time.perf_counter() - self.started) * 1000, 2)
 
-    def cached(self, response: AskResponse) -> Outcome:
-        """A cached answer under this request's id and timing, with the records of the stages it did meet."""
+    def cached(self, response: AskResponse, served_from: str | None) -> Outcome:
+        """A cached answer under this request's id and timing, with the records of the stages it did meet;
+        `served_from` names the entry it was decoded from (`Outcome.served_from`)."""
         cached = msgspec.structs.replace(response, request_id=self.request_id, cached=True, total_ms=self.elapsed_ms())
         cached.stages.cache = self.stages.cache
         cached.stages.bot_check = self.stages.bot_check
         cached.stages.rate_limit = RateLimitStage(detail=NOT_COUNTED)
         cached.stages.admission = AdmissionStage(detail="not needed: served from the cache")
-        return Outcome(cached)
+        return Outcome(cached, served_from=served_from)
 
     def cached_follow_up(self, response: AskResponse) -> Outcome:
         """A follow-up's cached answer, found after condensing: the records of the stages this request did

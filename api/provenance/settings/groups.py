@@ -52,7 +52,9 @@ class ServerSettings(msgspec.Struct, frozen=True, kw_only=True):
     ENV_PREFIX: ClassVar[str] = ""
 
     host: Annotated[str, env("HOST", "the address to serve on")] = "127.0.0.1"
-    port: Annotated[int, env("PORT", "the port to serve on", ge=1, le=65535)] = 8000
+    port: Annotated[
+        int, env("PORT", "the port to serve on; 0: any free port, which `provenance serve` prints", ge=0, le=65535)
+    ] = 8000
     log_level: Annotated[
         str,
         env(
