@@ -119,6 +119,8 @@ def test_a_question_starts_a_conversation_and_its_follow_up_is_turn_two_with_wha
     assert condense["carriedPassageIds"] == [c["passageId"] for c in first["citations"]]
     retrieved = {p["id"] for p in second["stages"]["retrieval"]["passages"]}
     assert set(condense["carriedPassageIds"]) <= retrieved
+    # A pronoun leans on the previous turn: what that answer cited is ranked with the queries' results.
+    assert "ranked with them" in second["stages"]["retrieval"]["detail"]
     r = read(server, first["conversationId"], client)
     assert r.status_code == 200, r.text
     turns = r.json()["turns"]

@@ -67,6 +67,14 @@ def test_an_elliptic_phrase_takes_the_place_of_the_previous_questions_word_of_it
     assert standalone("And a Maker?", "How many guests can a Community member bring?", similar)[1] == (
         "How many guests can a Maker member bring?"
     )
+    # A phrase that names the word itself swaps the word's modifier, not only the word.
+    assert standalone("And military leave?", "How much annual leave can I carry over into next year?", similar) == (
+        "replaced",
+        "How much military leave can I carry over into next year?",
+    )
+    assert standalone("And the laser induction?", "How much does the woodshop induction cost?", similar)[1] == (
+        "How much does the laser induction cost?"
+    )
     # Nothing of its kind in the previous question: the phrase is read after it, as without vectors.
     assert standalone("And for students?", MAKER, similar) == (
         "ellipsis",
@@ -93,6 +101,14 @@ async def test_the_local_method_fuses_the_follow_up_with_its_reading_and_carries
     # A question of its own is judged as asked and searched after the previous question too.
     assert alone.standalone == "Is there car parking for members?" and alone.own_terms == []
     assert alone.queries == ["Is there car parking for members?", f"Is there car parking for members? {MAKER}"]
+    # A pronoun's reading commits to one subject of the previous question: the previous question, which names
+    # them all, is searched joined to the follow-up too.
+    pronoun = await condense("Is it cheaper for students?", previous, None, max_chars=500)
+    assert pronoun.queries == [
+        "Is it cheaper for students?",
+        "Is Maker membership cheaper for students?",
+        f"Is it cheaper for students? {MAKER}",
+    ]
     switched = await condense("New topic: is there car parking for members?", previous, None, max_chars=500)
     assert switched.queries == ["New topic: is there car parking for members?", "Is there car parking for members?"]
 

@@ -119,8 +119,9 @@ class Answering:
         return held.passages
 
     async def _retrieve(self, run: Run) -> RetrievalOutcome:
-        """The top k for the question; a follow-up's fused queries ranked by RRF (stages/condense.py), and
-        the previous turn's cited passages after them as candidates."""
+        """The top k for the question; a follow-up's fused queries ranked by RRF (stages/condense.py), with
+        the previous turn's cited passages as one more ranking when the follow-up leans on that turn, and
+        after them as candidates."""
         s = self._settings
         known = self._corpora.of(run.corpus)
         # A corpus too small to have been given the HNSW index on its own is ranked exactly.
@@ -142,9 +143,17 @@ class Answering:
             return await one(run.searched)
         found = await asyncio.gather(*(one(q) for q in run.queries or [run.searched]))
         by_id = {p.id: p for outcome in found for p in outcome.passages}
-        ranked = [by_id[pid] for pid in fuse([[p.id for p in o.passages] for o in found], s.retrieval.k)]
+        rankings = [[p.id for p in o.passages] for o in found]
+        if run.rank_carried and run.carried:
+            # A follow-up that leans on the previous turn: what that answer cited is ranked as one more query's
+            # result ("and for students?" is most often answered beside what it follows from).
+            by_id.update({p.id: by_id.get(p.id, p) for p in run.carried})
+            rankings.append([p.id for p in run.carried])
+        ranked = [by_id[pid] for pid in fuse(rankings, s.retrieval.k)]
         added = [p for p in run.carried if p.id not in {r.id for r in ranked}]
         notes = [f"{len(found)} queries fused by rank"] if len(found) > 1 else []
+        if run.rank_carried and run.carried:
+            notes.append(f"{len(run.carried)} passage(s) the previous answer cited ranked with them")
         if added:
             notes.append(f"{len(added)} passage(s) the previous answer cited added")
         ranked += added

@@ -248,6 +248,7 @@ class Pipeline:
             return run.finish("blocked", "bad_rewrite", detail=condensed.blocked_because)
         run.standalone, run.queries, run.own_terms = condensed.standalone, condensed.queries, condensed.own_terms
         run.carried = await self.conversations.store.passages(run.corpus, condensed.carried)
+        run.rank_carried = condensed.leans
         carried = ",".join(sorted(p.id for p in run.carried))
         run.cache_key = self.answer_cache_key(f"{run.standalone}\0{carried}", run.corpus)
         if use_cache:

@@ -102,6 +102,8 @@ class Run:
         self.queries: list[str] = []
         self.carried: list[ScoredPassage] = []
         self.own_terms: list[str] = []
+        # Whether the carried passages are ranked with the queries' results (a follow-up leaning on the last turn).
+        self.rank_carried = False
         # This turn's conversation (pipeline._thread), and the answer cache's key once it is known.
         self.thread: Thread | None = None
         self.cache_key: str | None = None

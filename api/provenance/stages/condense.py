@@ -10,11 +10,15 @@ conversation's second turn, before the follow-up's cache lookup (its key is this
   membership?" -> "Is maker membership cheaper for students?"); one that leaves its subject out ("and for
   students?") is added to the previous question ("How much is Maker membership for students?"); one with a
   subject of its own (a topic switch) stands as asked. It searches with that and with the follow-up as typed,
-  and fuses the two rankings (RRF).
+  and, for a pronoun or a question of its own, with the follow-up joined to the previous question, and fuses
+  the rankings (RRF).
   Relevance is judged against that standalone question, which keeps every word of the follow-up's own ask.
 - In every profile the previous turn's cited passages join the candidates (`carried`): a short follow-up
-  ("and for students?") keeps the evidence it follows from. They are candidates only: each turn's claims are
-  checked against this turn's passages, never against an earlier answer.
+  ("and for students?") keeps the evidence it follows from. In the local profile a follow-up that leans on
+  the previous turn (a pronoun, an ellipsis, a short question; not a question of its own or an announced new
+  subject) has them ranked as one more query's result (`leans`), so they can stand in its top k. They are
+  candidates only: each turn's claims are checked against this turn's passages, never against an earlier
+  answer.
 """
 
 from __future__ import annotations
@@ -80,6 +84,9 @@ class CondenseOutcome(msgspec.Struct, frozen=True):
     # An elliptic follow-up's own words ("the large one" of "And the large one?"), stems: an answer must speak
     # to one of them (`speaks_to`), or it answers the previous question again.
     own_terms: list[str] = msgspec.field(default_factory=list)
+    # A follow-up that leans on the previous turn (a pronoun, an ellipsis, a short question): the passages the
+    # previous answer cited are ranked beside the queries' rankings, not only added after them.
+    leans: bool = False
 
     @property
     def usages(self) -> list[Usage]:
@@ -228,6 +235,11 @@ def replace_slot(fragment: str, previous: str, similarity: Similarity) -> str | 
     while k > 0 and spans[k - 1][0] == spans[k][0] - 1 and T.stem(spans[k - 1][3].lower()) in stems:
         k -= 1
         start = spans[k][1]
+    if k == j and j > 0 and spans[j - 1][0] == spans[j][0] - 1 and T.stem(spans[j][3].lower()) in stems:
+        # The fragment names the word itself, with a word of its own before it: it swaps the word's modifier
+        # ("military leave" after "How much annual leave can I carry over?" -> "How much military leave ...",
+        # not "annual military leave"). One word, the modifier, never the verb before it.
+        start = spans[j - 1][1]
     before = previous[:start]
     if fragment.lower().endswith("s") and not fragment.lower().endswith("ss"):
         before = re.sub(r"\b(?:a|an)\s+$", "", before, flags=re.IGNORECASE)  # "on a Tuesday" -> "on weekends"
@@ -323,11 +335,12 @@ async def condense(
         # Searched as typed too: a rewrite by rule can miss, and the fused ranking keeps what the follow-up's
         # own words find.
         queries = list(dict.fromkeys([question, alone]))
-        if kind == "alone" and previous.standalone_question:
-            # A question with a subject of its own may still be about the previous one's ("Do members pay
-            # less?" after "How much is Intro to Laser Cutting?"): searched joined to it too. Relevance is still
-            # judged against the question as asked, so what only the previous question wanted is refused.
-            queries.append(f"{alone} {previous.standalone_question}")
+        if kind in ("alone", "pronoun") and previous.standalone_question:
+            # A question of its own may still be about the previous one's ("Do members pay less?"), and a
+            # pronoun's reading may pick the wrong subject ("Does that cover primaries?" after "Do I get time
+            # off to vote?" read as "time"): searched joined to the previous question too, which names them all.
+            # Relevance is still judged against the reading, so what only the previous question wanted is refused.
+            queries.append(f"{clean(question)[0]} {previous.standalone_question}")
         stage = CondenseStage(
             status="ok",
             ms=timer.ms,
@@ -339,7 +352,8 @@ async def condense(
         )
         own = sorted(T.content_terms(question) - T.content_terms(previous.standalone_question))
         elliptic = kind in ("ellipsis", "replaced")
-        return CondenseOutcome(stage, alone, queries, carried, own_terms=own if elliptic else [])
+        leans = kind in ("pronoun", "ellipsis", "replaced", "question")
+        return CondenseOutcome(stage, alone, queries, carried, own_terms=own if elliptic else [], leans=leans)
     # A failed call raises ModelError, which the pipeline answers as it answers any model's failure.
     condensed = await condenser.condense(question, previous.earlier)
     rewrite = " ".join(condensed.standalone.split())
