@@ -71,8 +71,11 @@ async def test_a_site_synced_twice_embeds_its_pages_once_and_a_change_only_its_o
         page, fragment = source.removeprefix(site.origin).split("#")
         assert f'id="{fragment}"' in site.pages[page]  # a heading of that page: the link opens at it
 
+    site.hits.clear()
     again = await sync(fresh_store, settings, embedder, capsys)
     assert again.splitlines()[0] == "12 pages: 0 embedded, 12 unchanged, 0 removed, 0 failed"
+    # Every request of the re-sync was conditional, robots.txt's and the sitemap's (kept by the job) too.
+    assert len(site.hits) == 14 and all(h.conditional and h.status == 304 for h in site.hits)
     assert await passages(fresh_store) == before
 
     changed, removed = SLICE[0], SLICE[1]

@@ -113,15 +113,16 @@ class SitePlan:
     kept: list[SitePage] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)  # URLs the site no longer has
     removed_ids: set[str] = field(default_factory=set)  # their documents
+    files: list[crawler.SiteFile] = field(default_factory=list)  # robots.txt and sitemaps, for the next sync
 
 
 async def crawl_site(run: Rebuilds, source: Source, settings: Settings, *, extractor: Extractor = CHOSEN) -> SitePlan:
     """The source crawled with what its last sync kept of each page; nothing stored."""
     pages_store = SitePageStore(run.documents.pool, run.documents.acquire_timeout_s)
     before = {p.url: p for p in await pages_store.pages(source.id)}
-    result = await crawler.crawl(
-        crawl_source(source), {u: p.known for u, p in before.items()}, settings.sources, extractor
-    )
+    last = {u: p.known for u, p in before.items()}
+    files = await pages_store.files(source.id)
+    result = await crawler.crawl(crawl_source(source), last, settings.sources, extractor, files=files)
     report = SiteSync(
         source=source.location,
         pages=result.count("new", "changed", "unchanged", "removed", "failed"),
@@ -135,7 +136,7 @@ async def crawl_site(run: Rebuilds, source: Source, settings: Settings, *, extra
          **({"detail": p.detail} if p.detail else {})}
         for p in result.pages
     ]  # fmt: skip
-    plan = SitePlan(source, report, outcomes)
+    plan = SitePlan(source, report, outcomes, files=result.files)
     for page in result.pages:
         previous = before.get(page.url)
         if page.outcome == "removed":
@@ -180,5 +181,6 @@ async def sync_corpus(run: Rebuilds, settings: Settings) -> tuple[list[SiteSync]
     pages_store = SitePageStore(run.documents.pool, run.documents.acquire_timeout_s)
     for plan in plans:
         await pages_store.keep(plan.source.id, plan.kept, plan.gone)
+        await pages_store.keep_files(plan.source.id, plan.files)
         await run.documents.synced(plan.source.id)
     return [p.report for p in plans], [o for p in plans for o in p.outcomes]
