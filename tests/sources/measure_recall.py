@@ -13,6 +13,7 @@ with them was stopped after 28 minutes on the shared machine)."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -44,15 +45,7 @@ def _without_sentences() -> None:
     folder._needs = passages_only
 
 
-async def main() -> None:
-    _without_sentences()
-    dsn = start_embedded(Path(tempfile.mkdtemp(prefix="provenance-recall-")) / "pg")
-    settings = Settings().with_overrides(
-        database_url=dsn, db_schema="recall", sources_delay_s=0.0, sources_allow_private=True, log_level="warning"
-    )
-    pool = await create_pool(dsn, settings)
-    await migrate(pool)
-    store = Store(pool)
+async def ingest_both(pool: Any, store: Store, settings: Settings) -> None:
     embedder = load_embedder(settings, for_ingest=True)
     started = time.monotonic()
     await ingest(store, HANDBOOK, lambda: embedder, settings.embedding.model, settings.ingest.chunk_max_tokens,
@@ -65,6 +58,22 @@ async def main() -> None:
     await sync_now(pool, settings, "crawled", lambda: embedder)
     print(f"site crawled and ingested in {time.monotonic() - started:.0f} s", flush=True)
     site.stop()
+
+
+async def main(reuse: Path | None) -> None:
+    """`reuse`: the database folder of an earlier run (printed first), whose two corpora are scored again."""
+    _without_sentences()
+    folder_ = reuse or Path(tempfile.mkdtemp(prefix="provenance-recall-")) / "pg"
+    print(f"database: {folder_}", flush=True)
+    dsn = start_embedded(folder_)
+    settings = Settings().with_overrides(
+        database_url=dsn, db_schema="recall", sources_delay_s=0.0, sources_allow_private=True, log_level="warning"
+    )
+    pool = await create_pool(dsn, settings)
+    await migrate(pool)
+    store = Store(pool)
+    if reuse is None:
+        await ingest_both(pool, store, settings)
     cases = [c for c in load_jsonl(REPO_ROOT / "evals" / "18f-handbook.jsonl", Case) if c.expect == "answer"]
     query_embedder = load_embedder(settings)
     hits = {"folder": 0, "crawled": 0}
@@ -85,4 +94,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(Path(sys.argv[1]) if len(sys.argv) > 1 else None))
