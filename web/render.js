@@ -83,7 +83,17 @@ function citationItem(c, i, ctx) {
       fillCitationPane(pane, c, ctx);
     }
   });
-  return h('li', { class: 'citation', 'data-testid': 'citation', 'data-passage-id': c.passageId }, button, pane);
+  return h('li', { class: 'citation', 'data-testid': 'citation', 'data-passage-id': c.passageId }, button, pageLink(c.source), pane);
+}
+
+/**
+ * A crawled page's citation names its address (the page's URL, at its section's #fragment): a link that opens it,
+ * in a tab of its own so the answer stays. Only http(s): a source is the server's text, never a javascript: URL.
+ */
+function pageLink(source) {
+  if (!/^https?:\/\//i.test(String(source || ''))) return null;
+  return h('a', { class: 'citation__link', 'data-testid': 'citation-link', href: source, target: '_blank',
+    rel: 'noopener noreferrer', text: source });
 }
 
 async function fillCitationPane(pane, c, ctx) {

@@ -3,17 +3,25 @@
 folder through `ingest`, the test site (tests/sources/site_build.py) through `provenance sources sync`'s own
 code. Each answerable case of evals/18f-handbook.jsonl is retrieved from both as the pipeline retrieves
 (`stages.retrieve`'s hybrid search, k = 4), and scored as the evals score recall@4 (`retrieved_answer`).
-Answered correctly needs the generator and is not measured here."""
+Answered correctly needs the generator and is not measured here.
+
+Neither ingest computes sentence vectors (`ingest.folder._needs` is wrapped here to ask for none): recall@4 reads
+passages only (the hybrid search over passage vectors and full text); the sentence vectors are the claim checks',
+which this does not run, and they were 85% of what was embedded (6,556 sentences for 1,152 passages when a run
+with them was stopped after 28 minutes on the shared machine)."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from provenance.evaluation.cases import Case, load_jsonl
 from provenance.evaluation.scoring import retrieved_answer
+from provenance.ingest import folder
 from provenance.ingest.folder import ingest
 from provenance.services import load_embedder
 from provenance.settings import REPO_ROOT, Settings
@@ -28,14 +36,16 @@ from tests.sources.site_server import SiteServer
 K = 4
 
 
-async def main() -> None:
-    dsn = start_embedded(Path(tempfile.mkdtemp(prefix="provenance-recall-")) / "pg")
-    settings = Settings().with_overrides(
-        database_url=dsn, db_schema="recall", sources_delay_s=0.0, sources_allow_private=True, log_level="warning"
-    )
-    pool = await create_pool(dsn, settings)
-    await migrate(pool)
-    store = Store(pool)
+def _without_sentences() -> None:
+    needs = folder._needs
+
+    def passages_only(*args: Any) -> tuple[bool, bool]:
+        return needs(*args)[0], False
+
+    folder._needs = passages_only
+
+
+async def ingest_both(pool: Any, store: Store, settings: Settings) -> None:
     embedder = load_embedder(settings, for_ingest=True)
     started = time.monotonic()
     await ingest(store, HANDBOOK, lambda: embedder, settings.embedding.model, settings.ingest.chunk_max_tokens,
@@ -48,6 +58,22 @@ async def main() -> None:
     await sync_now(pool, settings, "crawled", lambda: embedder)
     print(f"site crawled and ingested in {time.monotonic() - started:.0f} s", flush=True)
     site.stop()
+
+
+async def main(reuse: Path | None) -> None:
+    """`reuse`: the database folder of an earlier run (printed first), whose two corpora are scored again."""
+    _without_sentences()
+    folder_ = reuse or Path(tempfile.mkdtemp(prefix="provenance-recall-")) / "pg"
+    print(f"database: {folder_}", flush=True)
+    dsn = start_embedded(folder_)
+    settings = Settings().with_overrides(
+        database_url=dsn, db_schema="recall", sources_delay_s=0.0, sources_allow_private=True, log_level="warning"
+    )
+    pool = await create_pool(dsn, settings)
+    await migrate(pool)
+    store = Store(pool)
+    if reuse is None:
+        await ingest_both(pool, store, settings)
     cases = [c for c in load_jsonl(REPO_ROOT / "evals" / "18f-handbook.jsonl", Case) if c.expect == "answer"]
     query_embedder = load_embedder(settings)
     hits = {"folder": 0, "crawled": 0}
@@ -68,4 +94,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(Path(sys.argv[1]) if len(sys.argv) > 1 else None))

@@ -190,9 +190,9 @@ def _handler(site: SiteServer) -> type[BaseHTTPRequestHandler]:
 
         def route(self, path: str, query: dict[str, list[str]]) -> None:
             if path == "/robots.txt":
-                self.send(200, site.robots_txt().encode(), "text/plain")
+                self.page(site.robots_txt().encode(), "text/plain")
             elif path == "/sitemap.xml":
-                self.send(200, site.sitemap_xml().encode(), "application/xml")
+                self.page(site.sitemap_xml().encode(), "application/xml")
             elif path in site.errors:
                 self.send(500, b"<html><body>Internal error</body></html>")
             elif path in site.pages:
@@ -234,12 +234,13 @@ def _handler(site: SiteServer) -> type[BaseHTTPRequestHandler]:
             else:
                 self.send(404, b"<html><body>Not found</body></html>")
 
-        def page(self, body: bytes) -> None:
+        def page(self, body: bytes, ctype: str = "text/html; charset=utf-8") -> None:
+            """A page, robots.txt or the sitemap: with an ETag of its body, 304 to a request that names it."""
             etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
             if self.headers.get("If-None-Match") == etag:
-                self.send(304, ETag=etag, Last_Modified=LAST_MODIFIED)
+                self.send(304, ctype=ctype, ETag=etag, Last_Modified=LAST_MODIFIED)
             else:
-                self.send(200, body, ETag=etag, Last_Modified=LAST_MODIFIED)
+                self.send(200, body, ctype, ETag=etag, Last_Modified=LAST_MODIFIED)
 
         def drip(self) -> None:
             """Headers at once, then a byte at a time, for longer than any page should take."""

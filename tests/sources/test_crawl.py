@@ -19,10 +19,10 @@ import pytest
 
 from provenance.ingest.chunking import chunk_blocks
 from provenance.settings import SourcesSettings
-from provenance.sources.crawl import Crawl, Known, Source, crawl
+from provenance.sources.crawl import Crawl, Known, SiteFile, Source, crawl
 from provenance.sources.urls import canonical
 from tests.sources.site_build import HANDBOOK, SourcePage, build, render_page, source_pages
-from tests.sources.site_server import SiteServer, _handler
+from tests.sources.site_server import ROBOTS, SiteServer, _handler
 
 # The test site is the 18F handbook rendered at test time: where shared/ is not beside the checkout (CI has it),
 # there is no site to crawl, as the 18F eval suites skip (tests/evals/test_eval_suites.py).
@@ -46,6 +46,10 @@ def handbook(site: SiteServer, path: str = "/handbook/about/") -> Source:
 
 def known_after(result: Crawl) -> dict[str, Known]:
     return {k.url: k for p in result.pages if (k := p.known()) is not None}
+
+
+def files_after(result: Crawl) -> dict[str, SiteFile]:
+    return {f.url: f for f in result.files}
 
 
 def outcomes(result: Crawl) -> Counter[tuple[str, str | None]]:
@@ -100,16 +104,50 @@ async def test_a_resync_asks_conditionally_and_re_embeds_only_the_changed_and_th
     assert 0 < passages < 20  # two pages' passages, not the site's
 
 
-async def test_an_unchanged_resync_makes_only_conditional_page_requests_and_embeds_nothing(site: SiteServer) -> None:
+async def test_an_unchanged_resync_makes_only_conditional_requests_and_embeds_nothing(site: SiteServer) -> None:
     first = await crawl(handbook(site), {}, FAST)
     site.hits.clear()
-    again = await crawl(handbook(site), known_after(first), FAST)
+    again = await crawl(handbook(site), known_after(first), FAST, files=files_after(first))
     assert again.summary() == "246 pages: 0 to embed, 246 unchanged, 0 removed, 0 failed"
     page_hits = [h for h in site.hits if h.path.startswith("/handbook/")]
-    assert len(page_hits) == 246 and all(h.conditional and h.status == 304 for h in page_hits)
+    assert len(page_hits) == 246
+    # Every request, robots.txt's and the sitemap's too, named what the last sync had, and was answered 304.
+    assert len(site.hits) == 248 and all(h.conditional and h.status == 304 for h in site.hits)
     # Measured 0.06-0.095 of the first crawl (docs/crawling.md); bounded here only loosely, as before: at a
     # load average of 11 on the 2 shared cores a 0.25 bound failed, and the test is about what a re-sync asks.
     assert again.elapsed_ms < first.elapsed_ms
+
+
+async def test_a_resync_asks_for_robots_txt_and_the_sitemap_conditionally_and_reads_them_again_when_changed(
+    site: SiteServer,
+) -> None:
+    tools = sorted(p for p in SITE if p.startswith("/handbook/tools/"))
+    site.pages = {p: SITE[p] for p in tools[:5]}
+    source = Source(url=site.origin + "/handbook/tools/")
+    first = await crawl(source, {}, FAST)
+    assert set(files_after(first)) == {site.origin + "/robots.txt", site.origin + "/sitemap.xml"}
+    site.hits.clear()
+    again = await crawl(source, known_after(first), FAST, files=files_after(first))
+    assert again.summary() == "5 pages: 0 to embed, 5 unchanged, 0 removed, 0 failed"
+    assert [(h.path, h.conditional, h.status) for h in site.hits[:2]] == [
+        ("/robots.txt", True, 304),
+        ("/sitemap.xml", True, 304),
+    ]
+
+    # Both change: robots.txt now shuts one page out, the sitemap lists one more. Asked conditionally, each
+    # comes back whole, and the crawl follows what it says now, not the bodies the last sync kept.
+    shut = tools[0]
+    site.robots = ROBOTS.replace("Disallow: /traps/private/", f"Disallow: /traps/private/\nDisallow: {shut}")
+    site.pages[tools[5]] = SITE[tools[5]]
+    site.hits.clear()
+    third = await crawl(source, known_after(again), FAST, files=files_after(again))
+    assert [(h.path, h.conditional, h.status) for h in site.hits[:2]] == [
+        ("/robots.txt", True, 200),
+        ("/sitemap.xml", True, 200),
+    ]
+    assert outcomes(third) == {("unchanged", None): 4, ("skipped", "robots"): 1, ("new", None): 1}
+    assert next(p for p in third.pages if p.outcome == "skipped").url == site.origin + shut
+    assert files_after(third)[site.origin + "/robots.txt"].body.decode().count(shut) == 1
 
 
 async def test_a_server_error_in_the_middle_of_a_resync_fails_that_page_and_keeps_its_last_good_version(

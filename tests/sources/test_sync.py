@@ -12,10 +12,12 @@ import pytest
 
 from provenance.inference.embedder import Embedder
 from provenance.jobs.sites import page_path
+from provenance.jobs.worker import JobRun
 from provenance.settings import Settings
 from provenance.sources.commands import add_site, sources
+from provenance.stages.retrieve import RRF_K
 from provenance.store import Store
-from provenance.store.sources import SourceStore
+from provenance.store.sources import Document, SourceStore
 from tests.sources.site_build import HANDBOOK, build
 from tests.sources.site_server import SiteServer
 
@@ -69,8 +71,11 @@ async def test_a_site_synced_twice_embeds_its_pages_once_and_a_change_only_its_o
         page, fragment = source.removeprefix(site.origin).split("#")
         assert f'id="{fragment}"' in site.pages[page]  # a heading of that page: the link opens at it
 
+    site.hits.clear()
     again = await sync(fresh_store, settings, embedder, capsys)
     assert again.splitlines()[0] == "12 pages: 0 embedded, 12 unchanged, 0 removed, 0 failed"
+    # Every request of the re-sync was conditional, robots.txt's and the sitemap's (kept by the job) too.
+    assert len(site.hits) == 14 and all(h.conditional and h.status == 304 for h in site.hits)
     assert await passages(fresh_store) == before
 
     changed, removed = SLICE[0], SLICE[1]
@@ -91,3 +96,95 @@ async def test_a_site_synced_twice_embeds_its_pages_once_and_a_change_only_its_o
     assert differ and all(i.startswith(edited) for i in differ)  # only the changed page's passages are new
     listed = [s for s in await SourceStore(fresh_store.pool).sources("tools") if s.kind == "site"]
     assert [s.synced_at is not None for s in listed] == [True]
+
+
+TWO_SECTIONS = ("/handbook/tools/", "/handbook/travel-and-leave/")
+
+
+@pytest.fixture
+def two_sections() -> Iterator[SiteServer]:
+    """Three pages of each of two sections: two sites of one corpus, by their prefixes."""
+    pages = build()
+    chosen = [p for prefix in TWO_SECTIONS for p in sorted(q for q in pages if q.startswith(prefix))[:3]]
+    server = SiteServer({p: pages[p] for p in chosen})
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def rebuilds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Each rebuild a job makes, counted (the number of documents it was given)."""
+    counted: list[int] = []
+    rebuild = JobRun.rebuild
+
+    async def counting(run: JobRun, docs: list[tuple[Document, bytes]]) -> dict[str, str]:
+        counted.append(len(docs))
+        return await rebuild(run, docs)
+
+    monkeypatch.setattr(JobRun, "rebuild", counting)
+    return counted
+
+
+async def add_two_sites(store: Store, site: SiteServer) -> list[str]:
+    return [(await add_site(store.pool, "tools", site.origin + prefix, {}))[0] for prefix in TWO_SECTIONS]
+
+
+async def test_a_sync_of_two_sites_rebuilds_the_corpus_once(
+    fresh_store: Store,
+    embedder: Embedder,
+    capsys: pytest.CaptureFixture[str],
+    two_sections: SiteServer,
+    rebuilds: list[int],
+) -> None:
+    settings = Settings().with_overrides(sources_delay_s=0.0, sources_allow_private=True, log_level="warning")
+    await add_two_sites(fresh_store, two_sections)
+    first = await sync(fresh_store, settings, embedder, capsys)
+    assert first.splitlines() == ["3 pages: 3 embedded, 0 unchanged, 0 removed, 0 failed"] * 2
+    assert rebuilds == [6]  # both sites' pages, in one rebuild
+
+    for prefix in TWO_SECTIONS:  # a page of each site changes
+        path = next(p for p in two_sections.pages if p.startswith(prefix))
+        two_sections.pages[path] = two_sections.pages[path].replace("</h1>", "</h1><p>Reviewed this quarter.</p>", 1)
+    second = await sync(fresh_store, settings, embedder, capsys)
+    assert second.splitlines() == ["3 pages: 1 embedded, 2 unchanged, 0 removed, 0 failed"] * 2
+    assert rebuilds == [6, 6]
+
+    third = await sync(fresh_store, settings, embedder, capsys)  # nothing changed: nothing rebuilt
+    assert third.splitlines() == ["3 pages: 0 embedded, 3 unchanged, 0 removed, 0 failed"] * 2
+    assert rebuilds == [6, 6]
+
+
+async def search(store: Store, embedder: Embedder, question: str) -> list[str]:
+    found = await store.hybrid_search(
+        embedder.embed_query(question), question, 4, pool_size=20, rrf_k=RRF_K, corpus="tools", exact=True
+    )
+    return [p.id for p in found]
+
+
+async def test_a_removed_site_is_no_longer_retrieved_once_the_command_returns(
+    fresh_store: Store, embedder: Embedder, capsys: pytest.CaptureFixture[str], two_sections: SiteServer
+) -> None:
+    settings = Settings().with_overrides(sources_delay_s=0.0, sources_allow_private=True, log_level="warning")
+    removed_id, kept_id = await add_two_sites(fresh_store, two_sections)
+    await sync(fresh_store, settings, embedder, capsys)
+    before = await passages(fresh_store)
+    asked = next(i for i in before if i.startswith(removed_id[:12]))
+    async with fresh_store.pool.acquire() as conn:
+        question = await conn.fetchval("SELECT text FROM passages WHERE corpus = 'tools' AND id = $1", asked)
+    assert asked in await search(fresh_store, embedder, question)
+
+    args = argparse.Namespace(sources_command="remove", corpus="tools", url=two_sections.origin + TWO_SECTIONS[0])
+    assert await sources(fresh_store.pool, settings, args, lambda: embedder) == 0
+    assert f"removed {two_sections.origin + TWO_SECTIONS[0]} from tools: 3 pages" in capsys.readouterr().out
+
+    # At once, not at the next sync: none of its passages is served or found, the other site's are as they were.
+    after = await passages(fresh_store)
+    assert not any(i.startswith(removed_id[:12]) for i in after)
+    assert after == {i: h for i, h in before.items() if i.startswith(kept_id[:12])}
+    assert not any(i.startswith(removed_id[:12]) for i in await search(fresh_store, embedder, question))
+    listed = SourceStore(fresh_store.pool)
+    assert [s.id for s in await listed.sources("tools")] == [kept_id]
+    assert {d.source_id for d in await listed.documents("tools")} == {kept_id}
+    async with fresh_store.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM site_pages WHERE source_id = $1", removed_id) == 0

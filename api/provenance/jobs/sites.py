@@ -1,7 +1,8 @@
-"""A site source synced (issue 46): crawled with what the last sync kept of each page, the new and changed
-pages' text kept as documents of the source, the removed ones dropped, and the corpus rebuilt once through the
-same staging area and switch as every job, only when something changed. The folder ingest under `rebuild`
-embeds only passages it has no vector for, so an unchanged page costs nothing but its 304.
+"""A corpus's site sources synced (issue 46): each crawled with what the last sync kept of each page, the new
+and changed pages' text kept as documents of their source, the removed ones dropped, and the corpus rebuilt once
+for all its sites, through the same staging area and switch as every job, only when something changed. The
+folder ingest under `rebuild` embeds only passages it has no vector for, so an unchanged page costs nothing but
+its 304.
 
 A page's document is Markdown made from the extracted blocks, at `{source id}/{URL path}.md`: its passages
 are `{source id}/{path}#{slug}`, never the raw URL (`://` and `#` don't belong in `/passages/{id}`). A page
@@ -13,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -47,7 +49,6 @@ class SiteSync(msgspec.Struct, kw_only=True, rename="camel"):
     unchanged: int
     removed: int
     failed: int
-    passages_embedded: int = 0
 
     def line(self) -> str:
         return (
@@ -101,22 +102,47 @@ def crawl_source(source: Source) -> crawler.Source:
     )
 
 
-async def sync_site(
-    run: Rebuilds, source: Source, settings: Settings, *, extractor: Extractor = CHOSEN
-) -> tuple[SiteSync, list[dict[str, Any]]]:
-    """The source synced: its summary, and one outcome per page the crawl met (the job's documents)."""
+@dataclass
+class SitePlan:
+    """One source crawled, nothing written yet: what its sync will store, drop and keep."""
+
+    source: Source
+    report: SiteSync
+    outcomes: list[dict[str, Any]]
+    new: list[tuple[Document, bytes]] = field(default_factory=list)  # new and changed pages' documents
+    kept: list[SitePage] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)  # URLs the site no longer has
+    removed_ids: set[str] = field(default_factory=set)  # their documents
+    files: list[crawler.SiteFile] = field(default_factory=list)  # robots.txt and sitemaps, for the next sync
+
+
+async def crawl_site(run: Rebuilds, source: Source, settings: Settings, *, extractor: Extractor = CHOSEN) -> SitePlan:
+    """The source crawled with what its last sync kept of each page; nothing stored."""
     pages_store = SitePageStore(run.documents.pool, run.documents.acquire_timeout_s)
     before = {p.url: p for p in await pages_store.pages(source.id)}
-    result = await crawler.crawl(
-        crawl_source(source), {u: p.known for u, p in before.items()}, settings.sources, extractor
+    last = {u: p.known for u, p in before.items()}
+    files = await pages_store.files(source.id)
+    result = await crawler.crawl(crawl_source(source), last, settings.sources, extractor, files=files)
+    report = SiteSync(
+        source=source.location,
+        pages=result.count("new", "changed", "unchanged", "removed", "failed"),
+        embedded=result.count("new", "changed"),
+        unchanged=result.count("unchanged"),
+        removed=result.count("removed"),
+        failed=result.count("failed"),
     )
-    new: list[tuple[Document, bytes]] = []
-    kept: list[SitePage] = []
-    gone: list[str] = []
+    outcomes = [
+        {"fileName": p.url, "status": p.outcome, **({"reason": p.reason} if p.reason else {}),
+         **({"detail": p.detail} if p.detail else {})}
+        for p in result.pages
+    ]  # fmt: skip
+    plan = SitePlan(source, report, outcomes, files=result.files)
     for page in result.pages:
         previous = before.get(page.url)
         if page.outcome == "removed":
-            gone.append(page.url)
+            plan.gone.append(page.url)
+            if previous is not None and previous.document_id:
+                plan.removed_ids.add(previous.document_id)
             continue
         known = page.known()
         if known is None:
@@ -130,43 +156,31 @@ async def sync_site(
                 run.corpus, document_id, source.id, path, page.url, "markdown", len(data),
                 hashlib.sha256(data).hexdigest(),
             )  # fmt: skip
-            new.append((doc, data))
+            plan.new.append((doc, data))
             run.cited[path] = (page.url, page.anchors)
-        kept.append(SitePage(page.url, document_id, known, page.anchors or (previous.anchors if previous else {})))
-    removed_ids = {d for u in gone if u in before and (d := before[u].document_id)}
-    report = SiteSync(
-        source=source.location,
-        pages=result.count("new", "changed", "unchanged", "removed", "failed"),
-        embedded=len(new),
-        unchanged=result.count("unchanged"),
-        removed=result.count("removed"),
-        failed=result.count("failed"),
-    )
+        anchors = page.anchors or (previous.anchors if previous else {})
+        plan.kept.append(SitePage(page.url, document_id, known, anchors))
+    return plan
+
+
+async def sync_corpus(run: Rebuilds, settings: Settings) -> tuple[list[SiteSync], list[dict[str, Any]]]:
+    """Every site source of the job's corpus crawled, one after another, then the corpus rebuilt once with what
+    all of them changed (not once per site: each rebuild re-reads every document of the corpus), and each
+    source's pages kept."""
+    plans = [await crawl_site(run, s, settings) for s in await run.documents.sources(run.corpus) if s.kind == "site"]
+    new = [n for plan in plans for n in plan.new]
+    removed_ids = {i for plan in plans for i in plan.removed_ids}
     if new or removed_ids:
         replaced = {d.id for d, _ in new} | removed_ids
         others = [(d, b) for d, b in await run.documents.originals(run.corpus) if d.id not in replaced]
         unread = await run.rebuild([*others, *new])
-        report.passages_embedded = run.progress.get("embedded", 0)
         await run.documents.remove(run.corpus, sorted(removed_ids))
         for doc, data in new:
             if doc.id not in unread:
                 await run.documents.add(doc, data)
-    await pages_store.keep(source.id, kept, gone)
-    await run.documents.synced(source.id)
-    outcomes = [
-        {"fileName": p.url, "status": p.outcome, **({"reason": p.reason} if p.reason else {}),
-         **({"detail": p.detail} if p.detail else {})}
-        for p in result.pages
-    ]  # fmt: skip
-    return report, outcomes
-
-
-async def sync_corpus(run: Rebuilds, settings: Settings) -> tuple[list[SiteSync], list[dict[str, Any]]]:
-    """Every site source of the job's corpus, one after another."""
-    reports, outcomes = [], []
-    for source in await run.documents.sources(run.corpus):
-        if source.kind == "site":
-            report, pages = await sync_site(run, source, settings)
-            reports.append(report)
-            outcomes += pages
-    return reports, outcomes
+    pages_store = SitePageStore(run.documents.pool, run.documents.acquire_timeout_s)
+    for plan in plans:
+        await pages_store.keep(plan.source.id, plan.kept, plan.gone)
+        await pages_store.keep_files(plan.source.id, plan.files)
+        await run.documents.synced(plan.source.id)
+    return [p.report for p in plans], [o for p in plans for o in p.outcomes]

@@ -229,6 +229,20 @@ class JobRun:
         self.progress = {**self.progress, "documents": len(gone)}
         return outcomes
 
+    async def remove_source(self, source_id: str) -> list[dict[str, Any]]:
+        """A source removed (`provenance sources remove`): the corpus rebuilt once without its documents, then the
+        source forgotten with them (and a site's pages), so that its passages are served no more once the job
+        is done. A job killed between the two is resumed and does both again."""
+        source = await self.documents.source(source_id)
+        if source is None or source.corpus != self.corpus:
+            return [{"fileName": "", "status": "failed", "id": source_id, "reason": "no such source in this corpus"}]
+        kept = await self.documents.originals(self.corpus)
+        if any(d.source_id == source_id for d, _ in kept):
+            await self.rebuild([(d, data) for d, data in kept if d.source_id != source_id])
+        removed = await self.documents.remove_source(source_id)
+        self.progress = {**self.progress, "documents": removed}
+        return [{"fileName": source.location, "status": "removed", "id": source_id, "documents": removed}]
+
 
 class Worker:
     """One worker: takes jobs one at a time until stopped."""
@@ -253,6 +267,8 @@ class Worker:
         try:
             if job.kind == "add":
                 outcomes = await run.add(await self.jobs.uploads(job.id))
+            elif job.kind == "remove" and "source" in job.payload:
+                outcomes = await run.remove_source(str(job.payload["source"]))
             elif job.kind == "remove":
                 outcomes = await run.remove(list(job.payload.get("documents", [])))
             elif job.kind == "sync":

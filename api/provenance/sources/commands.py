@@ -1,6 +1,7 @@
 """`provenance sources add|list|remove|sync`: sites as sources of a corpus (issue 46). `sync` runs in the
 foreground through the queue's own code: it queues the corpus's sync job and runs exactly that job here, as a
-serving worker would, then prints one line per source."""
+serving worker would, then prints one line per source. `remove` does the same with a job that rebuilds the corpus
+without the site, so that its passages are gone when the command returns, not at the next sync."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import asyncpg
 from provenance.access.commands import CommandMistake, check_corpus_name
 from provenance.access.store import AccessStore
 from provenance.inference.embedder import Embedder
-from provenance.jobs.queue import JobStore
+from provenance.jobs.queue import Job, JobKind, JobStore
 from provenance.jobs.worker import Worker
 from provenance.settings import Settings
 from provenance.sources.options import BadSiteOption, site_options, site_url
@@ -33,7 +34,7 @@ def add_source_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser
     add.add_argument("--insecure", action="store_true", help="accept an invalid TLS certificate")
     listing = sub.add_parser("list", help="the sources of one corpus, or of all")
     listing.add_argument("corpus", nargs="?", default=None)
-    remove = sub.add_parser("remove", help="remove a site and its pages from a corpus (at its next sync)")
+    remove = sub.add_parser("remove", help="remove a site and its pages from a corpus (served no more when it ends)")
     remove.add_argument("corpus")
     remove.add_argument("url")
     sync = sub.add_parser("sync", help="sync every site of a corpus now, in the foreground")
@@ -89,19 +90,21 @@ async def sources(
         found = next((s for s in await store.sources(args.corpus) if s.kind == "site" and s.location == url), None)
         if found is None:
             raise CommandMistake(f"corpus {args.corpus!r} has no site {url!r}")
-        documents = await store.remove_source(found.id)
-        print(f"removed {url} from {args.corpus}: {documents} pages; `provenance sources sync` rebuilds the corpus")
-        return 0
+        return await remove_now(pool, settings, args.corpus, found.id, embedder)
     check_corpus_name(args.corpus)
     if not any(s.kind == "site" for s in await store.sources(args.corpus)):
         raise CommandMistake(f"corpus {args.corpus!r} has no site; `provenance sources add` adds one")
     return await sync_now(pool, settings, args.corpus, embedder)
 
 
-async def sync_now(pool: asyncpg.Pool, settings: Settings, corpus: str, embedder: Callable[[], Embedder]) -> int:
+async def run_now(
+    pool: asyncpg.Pool, settings: Settings, corpus: str, kind: JobKind, payload: dict[str, Any],
+    embedder: Callable[[], Embedder],
+) -> Job:  # fmt: skip
+    """A job queued and run here, in the foreground, through the queue's own code; its end state."""
     jobs = JobStore(pool)
-    job = await jobs.enqueue(corpus, "sync", {"foreground": True})
-    worker = Worker(settings, pool, embedder, name="sources-sync")
+    job = await jobs.enqueue(corpus, kind, {**payload, "foreground": True})
+    worker = Worker(settings, pool, embedder, name=f"sources-{kind}")
     # Another job of the corpus may be running: it goes first, as in the queue.
     while True:
         if await worker.run_once(only=job.id):
@@ -109,11 +112,29 @@ async def sync_now(pool: asyncpg.Pool, settings: Settings, corpus: str, embedder
         await asyncio.sleep(1.0)
     done = await jobs.get(job.id)
     if done is None or done.state != "done":
-        raise CommandMistake(f"the sync failed: {done.error if done else 'its job is gone'}")
+        raise CommandMistake(f"the {kind} job {job.id} failed: {done.error if done else 'its job is gone'}")
+    return done
+
+
+async def sync_now(pool: asyncpg.Pool, settings: Settings, corpus: str, embedder: Callable[[], Embedder]) -> int:
+    done = await run_now(pool, settings, corpus, "sync", {}, embedder)
     for outcome in done.documents:
         if outcome.get("status") == "synced":
             print(outcome["summary"])
     for outcome in done.documents:
         if outcome.get("status") == "failed":
             print(f"  failed {outcome['fileName']}: {outcome.get('reason', '')} {outcome.get('detail', '')}".rstrip())
+    return 0
+
+
+async def remove_now(
+    pool: asyncpg.Pool, settings: Settings, corpus: str, source_id: str, embedder: Callable[[], Embedder]
+) -> int:
+    """The site and its pages out of the corpus when this returns: its passages are no longer served."""
+    done = await run_now(pool, settings, corpus, "remove", {"source": source_id}, embedder)
+    for outcome in done.documents:
+        if outcome.get("status") == "removed":
+            print(f"removed {outcome['fileName']} from {corpus}: {outcome['documents']} pages, no longer served")
+        else:
+            raise CommandMistake(f"the site was not removed: {outcome.get('reason', outcome)}")
     return 0

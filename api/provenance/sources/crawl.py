@@ -7,14 +7,16 @@ first from the start URL over same-origin links under the prefix, to `max_depth`
 kept that no link reached any more are re-checked at the end, so a page is removed only when the site
 says it is gone (404, 410).
 
-Every page request of a re-sync is conditional (the last ETag and Last-Modified), and a 200 whose
-content hashes as before is `unchanged` too: only `new` and `changed` pages need embedding. A page that
-fails keeps what the last sync stored (the job must not drop it): `failed` is never `removed`.
+Every request of a re-sync is conditional (the last ETag and Last-Modified): the pages', and robots.txt's and
+the sitemaps' (`files`, whose kept body a 304 reads again). A page's 200 whose content hashes as before is
+`unchanged` too: only `new` and `changed` pages need embedding. A page that fails keeps what the last sync
+stored (the job must not drop it): `failed` is never `removed`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import time
 from collections import deque
@@ -60,6 +62,16 @@ class Known(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     duplicate_of: str | None = None
 
 
+class SiteFile(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """robots.txt or a sitemap as a sync last read it, so that the next one asks for it conditionally and reads
+    this body again on a 304."""
+
+    url: str
+    body: bytes
+    etag: str | None = None
+    last_modified: str | None = None
+
+
 class Page(msgspec.Struct, kw_only=True, rename="camel"):
     url: str
     outcome: Outcome
@@ -100,6 +112,7 @@ class Crawl(msgspec.Struct, kw_only=True, rename="camel"):
     pages: list[Page]
     requests: int
     elapsed_ms: float
+    files: list[SiteFile] = []  # robots.txt and the sitemaps read, with their validators: the next crawl's `files`
 
     def count(self, *outcomes: Outcome) -> int:
         return sum(1 for p in self.pages if p.outcome in outcomes)
@@ -128,9 +141,12 @@ class _Walk:
         settings: SourcesSettings,
         extractor: Extractor,
         resolve: Resolve = system_resolve,
+        files: Mapping[str, SiteFile] | None = None,
     ) -> None:
         self.source = source
         self.known = known
+        self.files_before = files or {}
+        self.files: dict[str, SiteFile] = {}
         self.settings = settings
         self.extractor = extractor
         start = canonical(source.url)
@@ -152,7 +168,7 @@ class _Walk:
     async def robots(self) -> Robots | Fetched:
         """The site's robots.txt, or the failure that says the site can't be reached (invalid TLS, no
         answer): then no page can be either, and the start page fails with that reason."""
-        got = await self.fetcher.fetch(self.origin + "/robots.txt", any_type=True)
+        got = await self.file(self.origin + "/robots.txt")
         if got.failure is None and got.status == 200:
             return Robots.parse(got.body.decode("utf-8", "replace"))
         if got.status is not None and 400 <= got.status < 500:
@@ -178,13 +194,30 @@ class _Walk:
             if target is None or origin(target) != self.origin:
                 continue
             read += 1
-            got = await self.fetcher.fetch(target, any_type=True)
+            got = await self.file(target)
             if got.failure is not None or got.status != 200:
                 continue
             found, children = sitemap_locs(got.body)
             pages += found
             pending += children
         return list(dict.fromkeys(u for raw in pages if (u := canonical(raw)) and within(u, self.origin, self.prefix)))
+
+    async def file(self, url: str) -> Fetched:
+        """robots.txt or a sitemap, asked conditionally when the last sync kept it (as every page is): a 304 reads
+        the kept body again, as the 200 it stands for. What came with validators is kept for the next sync."""
+        before = self.files_before.get(url)
+        got = await self.fetcher.fetch(
+            url, etag=before.etag if before else None, last_modified=before.last_modified if before else None,
+            any_type=True,
+        )  # fmt: skip
+        if got.not_modified and before is not None:
+            got = dataclasses.replace(
+                got, status=200, body=before.body, etag=got.etag or before.etag,
+                last_modified=got.last_modified or before.last_modified,
+            )  # fmt: skip
+        if got.failure is None and got.status == 200 and (got.etag or got.last_modified):
+            self.files[url] = SiteFile(url=url, body=got.body, etag=got.etag, last_modified=got.last_modified)
+        return got
 
     def admit(self, url: str, depth: int, robots: Robots) -> bool:
         """Whether the walk fetches `url`; a refusal is recorded as the URL's outcome."""
@@ -283,6 +316,7 @@ class _Walk:
             pages=list(self.pages.values()),
             requests=self.fetcher.requests,
             elapsed_ms=round((time.monotonic() - started) * 1000, 1),
+            files=list(self.files.values()),
         )
 
     async def level(self, seeds: list[tuple[str, int]], robots: Robots, *, follow: bool) -> None:
@@ -320,9 +354,12 @@ async def crawl(
     settings: SourcesSettings,
     extractor: Extractor = CHOSEN,
     resolve: Resolve = system_resolve,
+    *,
+    files: Mapping[str, SiteFile] | None = None,
 ) -> Crawl:
-    """`resolve`: how host names are resolved (getaddrinfo); a test plays a rebinding name server with it."""
-    return await _Walk(source, known, settings, extractor, resolve).run()
+    """`resolve`: how host names are resolved (getaddrinfo); a test plays a rebinding name server with it.
+    `files`: robots.txt and the sitemaps as the last crawl read them (its `files`), by URL."""
+    return await _Walk(source, known, settings, extractor, resolve, files).run()
 
 
 def _without_a_new_body(base: Page, got: Fetched, before: Known | None) -> Page | None:

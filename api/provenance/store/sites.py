@@ -1,5 +1,6 @@
 """A crawled site's pages as the last sync kept them (db/migrations/016_site_pages.sql): each URL's `Known`
-(validators, content hash, links) and the document that holds its text."""
+(validators, content hash, links) and the document that holds its text; and its robots.txt and sitemaps
+(018_site_files.sql), with their validators and bodies."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from provenance.sources.crawl import Known
+from provenance.sources.crawl import Known, SiteFile
 from provenance.store.pool import Pooled
 
 
@@ -56,6 +57,22 @@ class SitePageStore(Pooled):
                     )
                     for p in kept
                 ],
+            )
+
+    async def files(self, source_id: str) -> dict[str, SiteFile]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(
+                "SELECT url, etag, last_modified, body FROM site_files WHERE source_id = $1", source_id
+            )
+        return {r["url"]: SiteFile(**{**dict(r), "body": bytes(r["body"])}) for r in rows}
+
+    async def keep_files(self, source_id: str, files: list[SiteFile]) -> None:
+        """The files this sync read, in place of the last sync's (one it no longer read is forgotten)."""
+        async with self._conn(transaction=True) as conn:
+            await conn.execute("DELETE FROM site_files WHERE source_id = $1", source_id)
+            await conn.executemany(
+                "INSERT INTO site_files (source_id, url, etag, last_modified, body) VALUES ($1, $2, $3, $4, $5)",
+                [(source_id, f.url, f.etag, f.last_modified, f.body) for f in files],
             )
 
 

@@ -92,7 +92,8 @@ class SourceStore(Pooled):
             await conn.execute("UPDATE sources SET synced_at = now() WHERE id = $1", source_id)
 
     async def remove_source(self, source_id: str) -> int:
-        """The source and its documents (their passages go at the corpus's next switch): how many documents."""
+        """The source and its documents, in one transaction: how many documents. Their passages go at the corpus's
+        next switch: a removal that must take them out at once runs as a job (`JobRun.remove_source`)."""
         async with self._conn(transaction=True) as conn:
             removed = await conn.fetchval(
                 "WITH d AS (DELETE FROM documents WHERE source_id = $1 RETURNING 1) SELECT count(*) FROM d",
