@@ -248,6 +248,10 @@ class Worker:
         if job is None:
             return False
         log.info("ingest job taken", job=job.id, corpus=job.corpus, kind=job.kind, attempt=job.attempts)
+        if "folder" in job.payload:
+            # A `provenance ingest` that stopped before its end: its folder is on its own machine, not here.
+            await self.jobs.abandon(job.id, self.name)
+            return True
         run = JobRun(job, self.documents, self.store, self.embedder_factory, self.settings)
         beating = asyncio.create_task(self._heartbeat(run, asyncio.current_task()))
         try:
