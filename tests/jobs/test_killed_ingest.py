@@ -1,7 +1,9 @@
 """A `provenance ingest` killed mid-way, against a real Postgres and the real embedder: its job slot is freed
 without any worker, by the next run of the command, which resumes from what the killed one staged, nothing lost
 and nothing twice; a worker's job whose heartbeat lapsed goes back to the queue with its files; a worker that
-takes over a stopped command's job fails it rather than run a folder it can't see."""
+takes over a stopped command's job fails it rather than run a folder it can't see. And the worker's fixed
+latencies: its embedder kept between jobs, and its wait for the next poll cut short when this process queues
+a job."""
 
 from __future__ import annotations
 
@@ -14,11 +16,13 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 import pytest_asyncio
 
+from provenance.jobs import worker as worker_module
 from provenance.jobs.commands import LOCAL_PREFIX, ingest_folder, stopped_here
 from provenance.jobs.queue import LOCAL_STOPPED, JobStore
-from provenance.jobs.worker import Worker
+from provenance.jobs.worker import WarmEmbedder, Worker
 from provenance.services import load_embedder
 from provenance.settings import Settings
 from provenance.store.pool import create_pool, migrate
@@ -153,3 +157,35 @@ async def test_a_worker_that_takes_over_a_stopped_commands_job_fails_it_and_free
     assert await worker.run_once()
     done = await jobs.get(queued.id)
     assert done is not None and done.state == "done" and [d["status"] for d in done.documents] == ["added"]
+
+
+def test_a_workers_embedder_is_kept_for_the_next_job_within_its_time_and_dropped_after() -> None:
+    loads: list[object] = []
+
+    def factory() -> object:
+        loads.append(object())
+        return loads[-1]
+
+    warm = WarmEmbedder(factory)  # type: ignore[arg-type]
+    first = warm()
+    warm.touch()
+    assert warm() is first and len(loads) == 1
+    warm.KEEP_S = 0.0
+    time.sleep(0.01)
+    warm.drop_idle()
+    assert warm._kept is None
+    assert warm() is not first and len(loads) == 2
+
+
+async def test_a_woken_worker_looks_at_the_queue_before_its_poll(
+    queue_db: tuple[Settings, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings, pool = queue_db
+    monkeypatch.setattr(worker_module, "POLL_S", 3600.0)
+    idle = Worker(settings, pool, lambda: load_embedder(settings, for_ingest=True, threads=1), name="idle")
+    waiting = asyncio.create_task(idle._idle())
+    await asyncio.sleep(0.1)
+    assert not waiting.done()
+    idle.wake()
+    # Without the wake this would wait the hour's poll out and fail here.
+    await asyncio.wait_for(waiting, timeout=60)

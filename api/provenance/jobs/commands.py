@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from provenance.inference.embedder import Embedder
 from provenance.ingest.memory import bound_allocator
 from provenance.ingest.sync import sync_folder
 from provenance.jobs.queue import LEASE_S, JobStore
@@ -50,8 +51,12 @@ async def work(settings: Settings, workers: int, threads: int, *, once: bool = F
     pool = await create_pool(resolve_database_url(settings), settings)
     try:
         await migrate(pool)
-        running = [Worker(settings, pool, lambda: load_embedder(settings, for_ingest=True, threads=threads))]
-        running += [Worker(settings, pool, running[0].embedder_factory) for _ in range(workers - 1)]
+
+        def embedder() -> Embedder:
+            return load_embedder(settings, for_ingest=True, threads=threads)
+
+        # Each its own embedder (kept warm between its jobs): two jobs at once don't share one session.
+        running = [Worker(settings, pool, embedder) for _ in range(workers)]
         if once:
             await asyncio.gather(*(_drain(w) for w in running))
         else:
