@@ -21,12 +21,15 @@ from pathlib import Path
 
 from bench.common import embedded_data_dir, machine, scratch_store, write_section
 from bench.server import REPO_ROOT
+from bench.upload_phases import InProcessServer, Phases, admin_key, breakdown, job_times, upload_to_answer, wrapped
 from provenance.jobs.queue import JobStore
 from provenance.jobs.worker import Worker
 from provenance.services import load_embedder
 from provenance.settings import load_settings
+from provenance.store.pool import resolve_database_url
 
 BEGIN, END = "<!-- bench:upload_jobs -->", "<!-- /bench:upload_jobs -->"
+HANDBOOK = Path("/work/shared/corpora/18f-handbook/pages")
 
 
 def markdown_of(size: int, tag: str) -> bytes:
@@ -39,6 +42,23 @@ def markdown_of(size: int, tag: str) -> bytes:
         out.append(f"\n## {head} ({tag} {n})\n{body}\n")
         n += 1
     return "".join(out).encode()
+
+
+def mixed_markdown(size: int, tag: str) -> bytes:
+    """`size` bytes of Markdown without the cycling's repeats: corpus/'s sections once each (so the bench's
+    question about them is answerable), then the 18F handbook's pages (HANDBOOK), each under a heading of its
+    own, until it holds `size`. Real documents repeat about 3% of their sentences within one file (the 18F
+    handbook: 528 of 17,978); `markdown_of`'s cycled sections repeat 29% of theirs past 36 KB."""
+    out = [f"# Handbook {tag}\n"]
+    for path in sorted((REPO_ROOT / "corpus").glob("*.md")):
+        out += [f"\n## {s.strip()}\n" for s in path.read_text().split("\n## ")[1:] if s.strip()]
+    pages = sorted(HANDBOOK.rglob("*.md")) if HANDBOOK.is_dir() else []
+    for page in pages:
+        if sum(len(s) for s in out) >= size:
+            break
+        body = "\n".join(line for line in page.read_text(errors="replace").splitlines() if not line.startswith("#"))
+        out.append(f"\n## {page.stem.replace('-', ' ')} ({tag})\n\n{body.strip()}\n")
+    return "".join(out)[:size].encode()
 
 
 async def measure() -> dict[str, float]:
@@ -73,6 +93,34 @@ async def measure() -> dict[str, float]:
     }
 
 
+async def _served_phases(runs: int, mixed: bool) -> list[dict[str, float]]:
+    """`runs` uploads of a 50 KB Markdown file into fresh corpora of one fresh database, each timed from its
+    request to its first answer (bench/upload_phases.py); the first meets no stored word vector."""
+    settings = load_settings()
+    async with scratch_store(settings) as (_, scratch):
+        served = scratch.with_overrides(
+            profile="local", ingest_workers=1, ingest_threads=1, rate_limit_per_hour=0, upload_rate_per_hour=0
+        )
+        dsn = resolve_database_url(served)
+        key = await admin_key(served, dsn)
+        phases = Phases()
+        out = []
+        with wrapped(phases), InProcessServer(served) as server:
+            for n in range(runs):
+                doc = mixed_markdown(50_000, f"p{n}") if mixed else markdown_of(50_000, f"p{n}")
+                run = await asyncio.to_thread(upload_to_answer, server.url, key, f"phases{n}", "h.md", doc, phases)
+                out.append(breakdown(run, await job_times(served, dsn, run["job"])))
+    return out
+
+
+def phases_table(runs: list[dict[str, float]]) -> str:
+    head = "| phase | " + " | ".join(f"upload {n + 1}" for n in range(len(runs))) + " |"
+    rows = [head, "|---|" + "---:|" * len(runs)]
+    for phase in runs[0]:
+        rows.append(f"| {phase} | " + " | ".join(f"{r[phase]:.2f} s" for r in runs) + " |")
+    return "\n".join(rows)
+
+
 def section(r: dict[str, float]) -> str:
     return f"""{BEGIN}
 ## Uploads as jobs (bench/upload_jobs.py)
@@ -90,15 +138,22 @@ The first job ran on a fresh database, so it also embedded the vector of every w
 verifier's word vectors, stored once per database); the second, a like file whose words were mostly
 stored, ran in its own process. Targets (issue 45): a 50 KB file answerable within 15 s of its upload
 (missed here, on the shared cores with one embedding thread); the worker within the 1.5 GB ingest bound (met).
-Not measured here: the 1 MB file and the 50-page PDF, the 18F handbook through the API against `provenance
-ingest`, and `/ask` while a job runs.
+Where the seconds of an upload go, phase by phase (`--phases N`), and the 18F handbook through the API
+against `provenance ingest` and `/ask` while a job runs (bench/upload_scale.py): the two sections below.
+Not measured: the 1 MB file and the 50-page PDF.
 {END}"""
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--phases", type=int, default=0, help="only the phases of N served uploads, printed")
+    parser.add_argument("--mixed", action="store_true", help="--phases of mixed_markdown's file, not the cycled one")
     args = parser.parse_args()
+    if args.phases:
+        with embedded_data_dir("provenance-bench-phases-"):
+            print(phases_table(asyncio.run(_served_phases(args.phases, args.mixed))))
+        return
     with embedded_data_dir("provenance-bench-upload-"):
         result = asyncio.run(measure())
     text = section(result)

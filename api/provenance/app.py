@@ -93,14 +93,18 @@ def _lifespan(settings: Settings, services: Services | None) -> Callable[[Litest
         ingest_threads = settings.ingest.threads
         if settings.ingest.workers:
             bound_allocator()
-        workers = [
-            asyncio.create_task(
-                Worker(
-                    settings, svc.pool, lambda: load_embedder(settings, for_ingest=True, threads=ingest_threads)
-                ).run()
+        ingest = [
+            Worker(
+                settings,
+                svc.pool,
+                lambda: load_embedder(settings, for_ingest=True, threads=ingest_threads),
+                on_done=svc.pipeline.corpora.look_soon,
             )
             for _ in range(settings.ingest.workers)
         ]
+        # An upload or a removal queued here wakes them (provenance.http.documents).
+        app.state.ingest_workers = ingest
+        workers = [asyncio.create_task(w.run()) for w in ingest]
         try:
             yield
         finally:

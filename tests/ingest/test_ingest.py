@@ -111,6 +111,33 @@ async def test_a_running_pipeline_notices_a_new_ingest(fresh_store: Store, embed
     assert outcome.response.answer is not None and "$16" in outcome.response.answer
 
 
+async def test_a_job_of_this_process_makes_the_next_question_look_at_once(
+    fresh_store: Store, embedder: Embedder, tmp_path: Path
+) -> None:
+    # An in-process ingest worker tells the pipeline when its job ends (Worker's on_done): the next question
+    # sees the new version without waiting out the check interval, however long that is.
+    from provenance.pipeline.door import Pipeline
+    from provenance.profiles.local import build_local_profile
+    from provenance.settings import Settings
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(REPO_ROOT / "corpus", corpus)
+    await ingest(fresh_store, corpus, lambda: embedder, embedder.model_name)
+    pipeline = Pipeline(Settings(), fresh_store, embedder, build_local_profile(embedder))
+    await pipeline.corpora.refresh()
+    pipeline.corpora.check_every_s = 3600.0
+    target = corpus / "05-storage-and-lockers.md"
+    target.write_text(target.read_text().replace("$14 per month", "$16 per month"))
+    second = await ingest(fresh_store, corpus, lambda: embedder, embedder.model_name)
+    question = "How much does a standard locker cost per month?"
+    stale = await pipeline.ask(question, request_id="t1", use_cache=False)
+    assert stale.response.corpus_version != second.version
+    pipeline.corpora.look_soon()
+    fresh = await pipeline.ask(question, request_id="t2", use_cache=False)
+    assert fresh.response.corpus_version == second.version
+    assert fresh.response.answer is not None and "$16" in fresh.response.answer
+
+
 async def _stored_vectors(store: Store, corpus: str) -> tuple[list[Any], list[Any]]:
     async with store.pool.acquire() as conn:
         passages = await conn.fetch(

@@ -160,7 +160,14 @@ async def upload_documents(
         # A file name is metadata, never a path here (provenance.jobs.worker.safe_name).
         files.append((kept_name(upload.filename or ""), data))
     job = await JobStore(services.pool).enqueue_upload(name, files, client.key)
+    wake_workers(request)
     return JobAccepted(job_id=job.id)
+
+
+def wake_workers(request: Request[Any, Any, State]) -> None:
+    """This process's ingest workers (INGEST_WORKERS) take the job now, not at their next poll."""
+    for worker in getattr(request.app.state, "ingest_workers", ()):
+        worker.wake()
 
 
 @delete(
@@ -184,6 +191,7 @@ async def remove_document(
     if await SourceStore(services.pool).document(name, document_id) is None:
         raise ServiceError(404, "unknown_document", f"corpus {name!r} has no document {document_id!r}")
     job = await JobStore(services.pool).enqueue(name, "remove", {"documents": [document_id]}, client.key)
+    wake_workers(request)
     return JobAccepted(job_id=job.id)
 
 

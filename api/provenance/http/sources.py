@@ -18,6 +18,7 @@ from litestar.params import JSONBody
 from provenance.access.clients import require_write
 from provenance.errors import ErrorEnvelope, ServiceError
 from provenance.http.corpus_admin import CorpusPath, key_holder
+from provenance.http.documents import wake_workers
 from provenance.jobs.queue import JobStore
 from provenance.services import Services
 from provenance.sources.options import BadSiteOption, site_options, site_url
@@ -83,6 +84,7 @@ async def add_site_source(
         raise ServiceError(400, "bad_request", str(exc)) from None
     source = await SourceStore(services.pool).add_source(name, "site", url, options)
     job = await JobStore(services.pool).enqueue(name, "sync", {"source": source.id}, client.key)
+    wake_workers(request)
     return SiteAdded(source_id=source.id, corpus=name, url=url, options=options, job_id=job.id)
 
 

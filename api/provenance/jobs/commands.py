@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from provenance.inference.embedder import Embedder
 from provenance.ingest.memory import bound_allocator
 from provenance.ingest.sync import sync_folder
 from provenance.jobs.queue import LEASE_S, JobStore
@@ -21,6 +22,9 @@ from provenance.settings import Settings, load_settings
 from provenance.store.corpora import CorpusStore
 from provenance.store.pool import create_pool, migrate, resolve_database_url
 from provenance.store.sources import SourceStore
+
+# A `provenance ingest` job's holder: this prefix, the host's name and the command's pid.
+LOCAL_PREFIX = "ingest-"
 
 
 def add_worker_parser(sub: Any) -> None:
@@ -47,8 +51,12 @@ async def work(settings: Settings, workers: int, threads: int, *, once: bool = F
     pool = await create_pool(resolve_database_url(settings), settings)
     try:
         await migrate(pool)
-        running = [Worker(settings, pool, lambda: load_embedder(settings, for_ingest=True, threads=threads))]
-        running += [Worker(settings, pool, running[0].embedder_factory) for _ in range(workers - 1)]
+
+        def embedder() -> Embedder:
+            return load_embedder(settings, for_ingest=True, threads=threads)
+
+        # Each its own embedder (kept warm between its jobs): two jobs at once don't share one session.
+        running = [Worker(settings, pool, embedder) for _ in range(workers)]
         if once:
             await asyncio.gather(*(_drain(w) for w in running))
         else:
@@ -65,10 +73,10 @@ async def ingest_folder(
     """`provenance ingest DIR --corpus C`: the folder synced as the corpus's folder source (ingest.sync), in the
     corpus's one job slot, which it waits for while an upload's or a removal's job of the corpus runs."""
     jobs = JobStore(pool)
-    name = f"ingest-{socket.gethostname()}-{os.getpid()}"
+    name = f"{LOCAL_PREFIX}{socket.gethostname()}-{os.getpid()}"
     payload = {"folder": str(directory.resolve())}
     waited = False
-    while (job := await jobs.start_local(corpus, payload, name)) is None:
+    while (job := await jobs.start_local(corpus, payload, name, stopped=stopped_here)) is None:
         if not waited:
             print(f"waiting for corpus {corpus}'s running ingest job to end", file=sys.stderr, flush=True)
             waited = True
@@ -96,6 +104,22 @@ async def ingest_folder(
     progress = {"documents": report.files, "passages": report.passages, "embedded": report.embedded}
     await jobs.finish(job.id, name, "done", outcomes, progress=progress)
     return report.summary()
+
+
+def stopped_here(holder: str) -> bool:
+    """Whether a job's holder is a `provenance ingest` of this machine whose process is gone (killed): its job
+    is then released at once, not after the lease. A pid taken since by another process reads as alive, and
+    the lease frees the job instead."""
+    host, _, pid = holder.removeprefix(LOCAL_PREFIX).rpartition("-")
+    if not holder.startswith(LOCAL_PREFIX) or host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 async def _keep(jobs: JobStore, job_id: str, worker: str) -> None:

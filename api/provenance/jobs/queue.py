@@ -9,12 +9,16 @@ still be ours, as a lock or a queueing convention. Not measured against it: see 
 A job is `queued`, then `running` (one worker holds it and touches `heartbeat_at`), then `done` (it ran to its
 end, even when some of its documents failed) or `failed` (it could not run). A running job whose heartbeat
 is older than the lease is taken again: its worker was killed, and the new one resumes from the staging area.
+`provenance ingest DIR` holds its corpus's slot with a job of its own; when it is killed, the next run of the
+command frees the slot itself (at once when the killed process was of its machine, else after the lease), so
+no worker is needed to recover it (`start_local`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Callable
 from typing import Any, Literal
 
 import asyncpg
@@ -26,6 +30,10 @@ JobKind = Literal["add", "remove", "sync"]
 JobState = Literal["queued", "running", "done", "failed"]
 # How long a running job's worker may go without touching it before another worker takes the job over.
 LEASE_S = 60.0
+# Why a `provenance ingest` job that stopped before its end (killed, or its machine gone) failed.
+LOCAL_STOPPED = (
+    "its `provenance ingest` stopped before its end; the next ingest of the folder resumes from what it staged"
+)
 
 _COLUMNS = (
     "id, corpus, kind, state, key_name, payload::text AS payload, progress::text AS progress,"
@@ -94,13 +102,35 @@ class JobStore(Pooled):
             )
         return _job(row)
 
-    async def start_local(self, corpus: str, payload: dict[str, Any], worker: str) -> Job | None:
+    async def start_local(
+        self,
+        corpus: str,
+        payload: dict[str, Any],
+        worker: str,
+        lease_s: float = LEASE_S,
+        stopped: Callable[[str], bool] = lambda _: False,
+    ) -> Job | None:
         """A `sync` job, made running at once by the command that runs it here (`provenance ingest DIR`), so that
-        it holds its corpus's one slot as a worker's job does; None while another job of the corpus runs. A
-        command killed mid-way leaves it running: once its heartbeat is older than the lease, a worker takes it
-        over and fails it (workers run no `sync` job), and the next ingest of the folder resumes it."""
+        it holds its corpus's one slot as a worker's job does; None while another job of the corpus runs.
+
+        A job whose holder is gone does not keep the slot: one whose heartbeat is older than `lease_s`, or whose
+        holder `stopped` says has stopped (an ingest of this host whose process is gone), is released first, in
+        the same transaction: another command's job is failed (this run resumes what it staged), a worker's is
+        queued again with its files (a worker resumes it later). So a killed ingest never needs a worker to
+        free its corpus."""
         try:
-            async with self._conn() as conn:
+            async with self._conn(transaction=True) as conn:
+                held = await conn.fetchrow(
+                    "SELECT id, worker, payload ? 'folder' AS local,"
+                    " heartbeat_at < now() - make_interval(secs => $2) AS expired"
+                    " FROM ingest_jobs WHERE corpus = $1 AND state = 'running' FOR UPDATE",
+                    corpus,
+                    lease_s,
+                )
+                if held is not None:
+                    if not (held["expired"] or stopped(held["worker"] or "")):
+                        return None
+                    await _release(conn, held["id"], local=held["local"])
                 row = await conn.fetchrow(
                     "INSERT INTO ingest_jobs (id, corpus, kind, state, payload, worker, attempts, started_at,"
                     " heartbeat_at) VALUES ($1, $2, 'sync', 'running', $3::jsonb, $4, 1, now(), now())"
@@ -113,6 +143,19 @@ class JobStore(Pooled):
         except asyncpg.UniqueViolationError:
             return None
         return _job(row)
+
+    async def abandon(self, job_id: str, worker: str) -> bool:
+        """A local folder job that a worker took over: workers can't run it (its folder is on the command's
+        machine), so it fails, freeing its corpus; the next ingest of the folder resumes what it staged."""
+        async with self._conn() as conn:
+            done = await conn.fetchval(
+                "UPDATE ingest_jobs SET state = 'failed', error = $3, finished_at = now()"
+                " WHERE id = $1 AND worker = $2 AND state = 'running' RETURNING true",
+                job_id,
+                worker,
+                LOCAL_STOPPED,
+            )
+        return bool(done)
 
     async def uploads(self, job_id: str) -> list[tuple[str, bytes]]:
         async with self._conn() as conn:
@@ -221,3 +264,18 @@ class JobStore(Pooled):
                 """
             )
         return [r["corpus"] for r in rows]
+
+
+async def _release(conn: Any, job_id: str, *, local: bool) -> None:
+    """A running job whose holder is gone, let go: a command's folder job fails (its folder is only there), a
+    worker's job waits in the queue again, its files kept, so that a worker resumes it from what it staged."""
+    if local:
+        await conn.execute(
+            "UPDATE ingest_jobs SET state = 'failed', error = $2, finished_at = now() WHERE id = $1",
+            job_id,
+            LOCAL_STOPPED,
+        )
+    else:
+        await conn.execute(
+            "UPDATE ingest_jobs SET state = 'queued', worker = NULL, heartbeat_at = NULL WHERE id = $1", job_id
+        )

@@ -9,6 +9,7 @@ its end is `done` however many of its files failed; `failed` is for a job that c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import re
 import socket
@@ -244,16 +245,60 @@ class JobRun:
         return [{"fileName": source.location, "status": "removed", "id": source_id, "documents": removed}]
 
 
-class Worker:
-    """One worker: takes jobs one at a time until stopped."""
+class WarmEmbedder:
+    """A job's embedder, kept for the next job that starts within KEEP_S of the last one's end: uploads come
+    in bursts, and each job loading the model afresh cost it 0.6-1.1 s (bench/upload_jobs.py --phases). Idle
+    longer, it is dropped, so an idle worker holds no model, as before."""
 
-    def __init__(self, settings: Settings, pool: Any, embedder_factory: Callable[[], Embedder], name: str = "") -> None:
+    KEEP_S = 60.0
+
+    def __init__(self, factory: Callable[[], Embedder]) -> None:
+        self.factory = factory
+        self._kept: Embedder | None = None
+        self._used = 0.0
+
+    def __call__(self) -> Embedder:
+        if self._kept is None or time.monotonic() - self._used > self.KEEP_S:
+            self._kept = None  # the old one goes before the new one loads
+            self._kept = self.factory()
+        self._used = time.monotonic()
+        return self._kept
+
+    def touch(self) -> None:
+        """A job ended: the embedder's KEEP_S counts from now."""
+        self._used = time.monotonic()
+
+    def drop_idle(self) -> None:
+        if self._kept is not None and time.monotonic() - self._used > self.KEEP_S:
+            self._kept = None
+
+
+class Worker:
+    """One worker: takes jobs one at a time until stopped. `on_done`: told after each job (the server's
+    pipeline then looks at its corpora's versions at the next question, not up to CORPUS_CHECK_EVERY_S
+    later)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        pool: Any,
+        embedder_factory: Callable[[], Embedder],
+        name: str = "",
+        on_done: Callable[[], None] | None = None,
+    ) -> None:
         self.settings = settings
         self.jobs = JobStore(pool)
         self.documents = SourceStore(pool)
         self.store = CorpusStore(pool)
-        self.embedder_factory = embedder_factory
+        self.warm = WarmEmbedder(embedder_factory)
+        self.embedder_factory: Callable[[], Embedder] = self.warm
         self.name = name or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+        self.on_done = on_done
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """A job was queued in this process: take it now rather than at the next poll."""
+        self._wake.set()
 
     async def run_once(self, only: str | None = None) -> bool:
         """One job taken and run, if there is one (`only`: that job, which `provenance sources sync` queued and
@@ -262,6 +307,10 @@ class Worker:
         if job is None:
             return False
         log.info("ingest job taken", job=job.id, corpus=job.corpus, kind=job.kind, attempt=job.attempts)
+        if "folder" in job.payload:
+            # A `provenance ingest` that stopped before its end: its folder is on its own machine, not here.
+            await self.jobs.abandon(job.id, self.name)
+            return True
         run = JobRun(job, self.documents, self.store, self.embedder_factory, self.settings)
         beating = asyncio.create_task(self._heartbeat(run, asyncio.current_task()))
         try:
@@ -291,6 +340,9 @@ class Worker:
             await self.jobs.finish(job.id, self.name, "failed", [], error=str(exc) or type(exc).__name__)
         finally:
             beating.cancel()
+            self.warm.touch()
+            if self.on_done is not None:
+                self.on_done()
         return True
 
     async def _heartbeat(self, run: JobRun, running: asyncio.Task[Any] | None) -> bool:
@@ -316,9 +368,16 @@ class Worker:
                     # Idle: queue the syncs that are due (`sources add --every`), then wait for work.
                     for corpus in await self.jobs.schedule_syncs():
                         log.info("site sync scheduled", corpus=corpus)
-                    await asyncio.sleep(POLL_S)
+                    self.warm.drop_idle()
+                    await self._idle()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("ingest worker: the queue could not be read; trying again")
                 await asyncio.sleep(POLL_S * 5)
+
+    async def _idle(self) -> None:
+        """Until the next poll (other replicas' jobs), or sooner when this process queued one (`wake`)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), POLL_S)
+        self._wake.clear()

@@ -4,6 +4,7 @@ at again every few seconds, so /ask picks one by name and an unknown name is a 4
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Sequence
 from typing import Protocol
@@ -102,6 +103,11 @@ class CorpusRegistry:
         self._checked = now
         if await self._store.corpus_versions() != {name: c.version for name, c in self.known.items()}:
             await self.refresh()
+
+    def look_soon(self) -> None:
+        """A job of this process switched a corpus: the next question looks at the versions (one small query)
+        instead of waiting out `check_every_s`."""
+        self._checked = -math.inf
 
     async def refresh(self) -> None:
         self._checked = time.monotonic()
