@@ -8,7 +8,8 @@ vector-only and hybrid (vector + full-text, reciprocal rank fusion) retrieval an
 
 `--schema NAME` keeps the ingested corpus in that schema and reads it again on the next run (ingesting only
 while it is empty), so a change to retrieval costs seconds to measure instead of an ingest (minutes for the
-18F handbook on two shared cores). Without it a scratch schema is made and dropped. Retrieval is ranked
+18F handbook on two shared cores). The kept corpus is not compared with the folder: after a change to the
+corpus or to ingest, drop the schema. Without it a scratch schema is made and dropped. Retrieval is ranked
 exactly below `HNSW_MIN_PASSAGES`, as the pipeline ranks it.
 """
 
