@@ -93,6 +93,24 @@ def outcome(r: Record, rule: Rule | None) -> str:
     return "answered" if passes else "refused"
 
 
+def undone(r: Record) -> Record:
+    """A record of a run with the shipped rule as the run before it would have had it: each quoted, uncapped
+    claim the rule lifted (relevance CONFIRMED above its modelRelevance) goes back to modelRelevance, and an
+    answer whose claims then fail the gate's relevance rule is a refusal for relevance. Exact for the gate."""
+    claims = [dict(c) for c in r.get("claims") or []]
+    lifted = False
+    for c in claims:
+        model = c.get("modelRelevance")
+        if c["quoted"] and not c.get("relevanceCappedBy") and model is not None and model < c["relevance"] == CONFIRMED:
+            c["relevance"], lifted = model, True
+    if not lifted or r["status"] != "answered":
+        return r
+    rels = [c["relevance"] for c in claims]
+    if sum(rels) / len(rels) >= RELEVANCE and min(rels) >= MIN_CLAIM:
+        return dict(r) | {"claims": claims}
+    return dict(r) | {"claims": claims, "status": "refused", "reason": "not_an_answer", "answer": None}
+
+
 def tally(records: Sequence[Record], rule: Rule | None) -> dict[str, int]:
     counts = {"quoted_right_refused": 0, "answered_correctly": 0, "answered_wrong": 0, "fabricated": 0}
     for r in records:
@@ -223,8 +241,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("suites", nargs="+", help="NAME=records.jsonl (provenance evals --json)")
     ap.add_argument("--changes", action="store_true", help="list every case a rule changes")
+    ap.add_argument(
+        "--undo", action="store_true", help="the records are of a run with the shipped rule: undo it first (undone)"
+    )
     args = ap.parse_args(argv)
     suites = {name: load(Path(path)) for name, path in (s.split("=", 1) for s in args.suites)}
+    if args.undo:
+        suites = {name: [undone(r) for r in records] for name, records in suites.items()}
     header = "| rule | " + " | ".join(
         f"{n}: quoted right refused / answered correctly / answered wrong / fabricated" for n in suites
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evals.relevance_rules import outcome, quoted_right_refused, tally
+from evals.relevance_rules import outcome, quoted_right_refused, tally, undone
 
 
 def record(expect: str = "answer", *, right: bool = True, capped: str | None = None, **claim: Any) -> dict[str, Any]:
@@ -56,3 +56,13 @@ def test_a_rule_never_lifts_a_capped_or_unquoted_claim_nor_a_refusal_for_support
     assert outcome(record(capped="wrong_answer_type"), lift) == "refused"
     assert outcome(record(quoted=False), lift) == "refused"
     assert outcome(record() | {"reason": "not_grounded"}, lift) == "refused"
+
+
+def test_a_run_with_the_rule_is_undone_to_the_refusal_it_replaced() -> None:
+    lifted = record(relevance=0.70) | {"status": "answered", "reason": None, "answer": "Every new member pays..."}
+    before = undone(lifted)
+    assert before["status"] == "refused" and before["reason"] == "not_an_answer" and before["answer"] is None
+    assert quoted_right_refused(before) and outcome(before, lift) == "answered"
+    # A claim the model itself passed, or one capped, is left as it is.
+    assert undone(record(relevance=0.91, modelRelevance=0.91) | {"status": "answered"})["status"] == "answered"
+    assert undone(record(relevance=0.2, capped="wrong_answer_type"))["status"] == "refused"
