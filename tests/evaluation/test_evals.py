@@ -9,6 +9,8 @@ from typing import Any
 import msgspec
 import pytest
 
+from provenance.claims.features import RELEVANCE_FEATURES
+from provenance.claims.relevance import CONFIRMED
 from provenance.evaluation.cases import CaseResult, load_cases
 from provenance.evaluation.render import relevance_rules_table, render_report, tradeoff_svg
 from provenance.evaluation.runner import json_record, run_cases
@@ -43,6 +45,16 @@ async def test_our_suite_never_fabricates_and_blocks_every_attack(corpus_service
     assert adversarial.accuracy == 1.0, [(r.id, r.status, r.reason) for r in results if r.bucket == "adversarial"]
     # Refused answers never leave the pipeline, even inside the eval records.
     assert all(r.answer is None for r in results if r.status != "answered")
+    # Each claim the gate saw is recorded with the features its relevance came from (a relevance rule is tried
+    # offline on them): uncapped, its relevance is the model's, or the quoted-answer rule's confirmation.
+    claims = [c for r in results for c in r.claims or []]
+    assert len(claims) == sum(len(r.claim_relevance) for r in results) > 0
+    for c in claims:
+        assert c["features"] is not None and set(c["features"]) == set(RELEVANCE_FEATURES)
+        if not c["relevanceCappedBy"]:
+            confirmed = c["quoted"] and c["modelRelevance"] < c["relevance"] == CONFIRMED
+            assert confirmed or c["relevance"] == pytest.approx(c["modelRelevance"], abs=1e-4)
+    assert any(c["quoted"] and c["modelRelevance"] < c["relevance"] == CONFIRMED for c in claims)
 
 
 def refused_case(**changes: Any) -> CaseResult:

@@ -22,6 +22,7 @@ import msgspec
 import numpy as np
 
 from provenance import text as T
+from provenance.claims.relevance import QuotedClaim, quoted_answer
 from provenance.claims.rules import LogisticModel, answer_type_match, expected_answer_type, supporting
 from provenance.claims.support import RuleSupport
 from provenance.claims.vectors import SentenceEmbeddings, WordVectors, soft_match, surface_terms
@@ -157,6 +158,36 @@ class FeatureVerifier:
             self.relevance.features(question, claim, claim_vec, question_vec, passage)
         )
 
+    def claim_relevance(
+        self,
+        question: str,
+        claim: str,
+        claim_vec: np.ndarray,
+        question_vec: np.ndarray,
+        passages: Sequence[ScoredPassage],
+        quoted: bool,
+    ) -> float:
+        """Whether the claim answers the question, read against the passages that state it: the best of them.
+        A claim quoted word for word that the quoted-answer rule confirms in that passage is confirmed to
+        answer (`claims.relevance`): its support is certain, and the coverage model reads a member's own word
+        or a misspelling as a question term the sentence lacks."""
+        read = [(self.relevance.features(question, claim, claim_vec, question_vec, p), p) for p in passages]
+        scored = [(self.coef.relevance.probability(f), f, p) for f, p in read]
+        relevance, features, passage = max(scored, key=lambda s: s[0])
+        if quoted:
+            confirmed = quoted_answer(
+                QuotedClaim(
+                    question=question,
+                    claim=claim,
+                    heading=passage.heading,
+                    passage=passage.text,
+                    quoted=True,
+                    corpus_coverage=features.question_corpus_coverage,
+                )
+            )
+            relevance = max(relevance, confirmed or 0.0)
+        return relevance
+
     def verify_now(self, question: str, claims: Sequence[str], passages: Sequence[ScoredPassage]) -> Verification:
         """`verify`, in the calling thread (the generator's per-part judgment runs in its worker thread)."""
         if not claims:
@@ -171,8 +202,9 @@ class FeatureVerifier:
             if not chosen:
                 verdicts.append(MISSING_VERDICT)
                 continue
-            # Whether the claim answers the question, read against the passages that state it.
-            relevance = max(self.relevance_of(question, claim, c_vec, q_vec, by_id[s.passage_id]) for s in chosen)
+            relevance = self.claim_relevance(
+                question, claim, c_vec, q_vec, [by_id[s.passage_id] for s in chosen], quoted=chosen[0].quoted
+            )
             verdicts.append(
                 ClaimVerdict(
                     support=round(chosen[0].score, 4),

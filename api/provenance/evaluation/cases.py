@@ -93,6 +93,9 @@ class CaseResult(msgspec.Struct, rename="camel", kw_only=True):
     # A blocked case's message ("... (generation: the model's output was cut off at max_tokens)"): which call
     # failed and how, so a run's model errors can be told apart.
     message: str | None = None
+    # Each claim the gate saw, with the feature verifier's relevance features (evaluation.claim_features): what
+    # a relevance rule is tried on offline. None when the feature verifier didn't judge relevance.
+    claims: list[dict[str, Any]] | None = None
 
     @property
     def correct(self) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from provenance.evaluation.cases import Case, CaseResult, load_cases
+from provenance.evaluation.claim_features import claim_records, feature_verifier
 from provenance.evaluation.render import render_report, tradeoff_svg
 from provenance.evaluation.scoring import THRESHOLDS, Score, answer_right, rescore, retrieved_answer, score
 from provenance.inference.embedder import Embedder
@@ -29,7 +30,9 @@ from provenance.wire import AskResponse
 K_SWEEP = (2, 4, 6, 8)
 
 
-def to_result(case: Case, response: AskResponse, candidate: str | None) -> CaseResult:
+def to_result(
+    case: Case, response: AskResponse, candidate: str | None, claims: list[dict[str, Any]] | None = None
+) -> CaseResult:
     g = response.stages.gate
     judged = any(c.judge is not None for c in g.claims)
     return CaseResult(
@@ -64,6 +67,7 @@ def to_result(case: Case, response: AskResponse, candidate: str | None) -> CaseR
             else None
         ),
         message=response.message if response.status == "blocked" else None,
+        claims=claims,
     )
 
 
@@ -79,6 +83,7 @@ async def run_cases(
     `on_result` hears each new result as it comes, so a long run can keep it."""
     done = done or {}
     progress = ProgressBar(len(cases), label) if show_progress else None
+    features = feature_verifier(pipeline.profile.verifier)
     results = []
     try:
         for case in cases:
@@ -93,7 +98,9 @@ async def run_cases(
             outcome = await pipeline.ask(
                 case.question, request_id=f"eval-{case.id}", use_cache=False, on_candidate=candidates.append
             )
-            result = to_result(case, outcome.response, candidates[-1] if candidates else None)
+            response = outcome.response
+            claims = None if features is None else claim_records(features, case.question, response)
+            result = to_result(case, response, candidates[-1] if candidates else None, claims)
             results.append(result)
             if on_result is not None:
                 on_result(result)
