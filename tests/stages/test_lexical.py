@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
+from provenance.claims.rules import expected_answer_type, wrong_answer_type
 from provenance.ports import ScoredPassage
 from provenance.stages.lexical import (
     LOW_OVERLAP_CAP,
@@ -150,3 +151,16 @@ def test_lexical_premise_no_passage_states_caps_relevance() -> None:
     assert out.stage.capped == 1
     stated = lexical_check([rented], PASSAGES, "Since lockers are rented by the month, how big is a locker?")
     assert stated.claims[0].relevance_capped_by is None and stated.stage.capped == 0
+
+
+def test_lexical_how_much_of_a_whole_asks_for_a_share_and_a_percentage_gives_one() -> None:
+    # Issue 47: "how much of the premium" was read as a price ("pay"), and 80% capped as no amount.
+    asked = "How much of the medical premium does the company pay?"
+    assert expected_answer_type(asked) == "share" and expected_answer_type("What percentage do I pay?") == "share"
+    assert wrong_answer_type(asked, ["The company pays 80% of the medical premium."]) is None
+    assert wrong_answer_type(asked, ["The company pays half of the premium."]) is None
+    assert wrong_answer_type(asked, ["The company pays $300 of the premium each month."]) is None
+    # Still checked: a sentence with no share or amount doesn't say how much.
+    assert wrong_answer_type(asked, ["The company pays the medical premium."]) == "share"
+    # A price question stays one.
+    assert expected_answer_type("How much is a day pass?") == "money"

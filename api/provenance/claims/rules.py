@@ -54,8 +54,20 @@ _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})s?\b|\bcentur(y|ies)\b", re.I)
 _WH = re.compile(r"^\W*(how|what|what's|when|where|which|who|whom|whose)\b", re.I)
 
 
+# "How much of the premium does the company pay?" asks for a part of a whole: a share or an amount.
+_SHARE_ASKED = re.compile(
+    r"\bhow much of (the|a|an|my|your|our|their|his|her|its|this|that|each|every)\b"
+    r"|\bwhat (percent(age)?|share|portion|part|fraction|proportion)\b"
+)
+_SHARE = re.compile(
+    r"\d\s?%|\bpercent\b|\b\d+\s?/\s?\d+\b|\b(half|halves|third|thirds|quarter|quarters|all|none|entire|full)\b", re.I
+)
+
+
 def expected_answer_type(question: str) -> str | None:
     q = question.lower()
+    if _SHARE_ASKED.search(q):
+        return "share"
     # "How much is a day pass?" asks for an amount; "How much notice do I give?" doesn't.
     if re.search(
         r"\bhow much (is|are|does|do|did|will|would|to|for|money|it)\b|\bcost\b|\bprice\b|\bfee\b|\bcharge\b|\bpay\b", q
@@ -79,6 +91,8 @@ def answer_type_match(kind: str | None, claim: str) -> float:
         return 1.0
     if kind == "money":
         return 1.0 if _MONEY.search(claim) else 0.0
+    if kind == "share":
+        return 1.0 if _SHARE.search(claim) or _MONEY.search(claim) else 0.0
     if kind == "time":
         return 1.0 if T.TIME.search(claim) or _DAY.search(claim) else 0.0
     if kind == "number":
@@ -93,7 +107,7 @@ def answer_type_match(kind: str | None, claim: str) -> float:
 
 
 # The kinds of answer a claim can be checked for without reading it.
-CHECKABLE_TYPES = frozenset({"money", "time", "date"})
+CHECKABLE_TYPES = frozenset({"money", "share", "time", "date"})
 
 
 def wrong_answer_type(question: str, claims: Sequence[str]) -> str | None:
