@@ -15,11 +15,12 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from provenance.ingest.chunking import chunk_blocks
 from provenance.settings import SourcesSettings
-from provenance.sources.crawl import Crawl, Known, SiteFile, Source, crawl
+from provenance.sources.crawl import READ_VERSION, Crawl, Known, SiteFile, Source, crawl
 from provenance.sources.urls import canonical
 from tests.sources.site_build import HANDBOOK, SourcePage, build, render_page, source_pages
 from tests.sources.site_server import ROBOTS, SiteServer, _handler
@@ -116,6 +117,25 @@ async def test_an_unchanged_resync_makes_only_conditional_requests_and_embeds_no
     # Measured 0.06-0.095 of the first crawl (docs/crawling.md); bounded here only loosely, as before: at a
     # load average of 11 on the 2 shared cores a 0.25 bound failed, and the test is about what a re-sync asks.
     assert again.elapsed_ms < first.elapsed_ms
+
+
+async def test_pages_an_earlier_reader_version_read_are_asked_for_whole_once_and_unchanged_readings_stay(
+    site: SiteServer,
+) -> None:
+    """A page kept before its reading changed (READ_VERSION: HTML in its right encoding) is read again, not
+    answered 304 with its old reading; the page whose reading is the same stays unchanged, and the sync after
+    asks conditionally again."""
+    first = await crawl(handbook(site), {}, FAST)
+    older = {url: msgspec.structs.replace(k, read_version=1) for url, k in known_after(first).items()}
+    site.hits.clear()
+    again = await crawl(handbook(site), older, FAST, files=files_after(first))
+    page_hits = [h for h in site.hits if h.path.startswith("/handbook/")]
+    assert len(page_hits) == 246 and not any(h.conditional for h in page_hits)
+    assert again.summary() == "246 pages: 0 to embed, 246 unchanged, 0 removed, 0 failed"
+    assert {k.read_version for k in known_after(again).values()} == {READ_VERSION}
+    site.hits.clear()
+    await crawl(handbook(site), known_after(again), FAST, files=files_after(again))
+    assert all(h.conditional and h.status == 304 for h in site.hits)
 
 
 async def test_a_resync_asks_for_robots_txt_and_the_sitemap_conditionally_and_reads_them_again_when_changed(

@@ -43,3 +43,14 @@ def _content_words(page: str) -> int:
     for element in [*content.iter("h1"), *content.iter("a")]:
         element.drop_tree()
     return len(content.text_content().split())
+
+
+def test_no_character_of_a_page_is_read_in_the_wrong_encoding(site: dict[str, str]) -> None:
+    """trafilatura hands back text, which the HTML reader read again as bytes without a meta charset: lxml
+    then took them for Latin-1, and every "’" of the crawled handbook became "â\\x80\\x99"."""
+    pages = [path for path in site if "’" in site[path]][:10]
+    assert len(pages) >= 5
+    for path in pages:
+        read = extract(site[path].encode(), "html")
+        content = " ".join(b.text for b in read.blocks)
+        assert "â\x80" not in content and "’" in content, (path, read.extractor)

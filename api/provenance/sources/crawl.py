@@ -49,6 +49,12 @@ class Source(msgspec.Struct, frozen=True, kw_only=True):
     insecure: bool = False
 
 
+# What a page's body reads as, by version: raised when a change to reading pages changes what some page reads
+# as, so that a re-sync asks once, unconditionally, for every page an earlier version read (a 304 would keep
+# its old reading). 2: HTML read in its right encoding, not UTF-8 taken for Latin-1.
+READ_VERSION = 2
+
+
 class Known(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """What the last sync kept of a page, by its canonical URL."""
 
@@ -56,6 +62,7 @@ class Known(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     content_hash: str
     etag: str | None = None
     last_modified: str | None = None
+    read_version: int = 1  # kept before versions were: read again
     links: list[str] = []  # its same-origin links, canonical: the walk goes on through a 304
     # A URL whose page names another as its rel=canonical: kept too, so that a re-sync asks for it
     # conditionally and, on a 304, knows it for a duplicate without reading it again.
@@ -93,7 +100,7 @@ class Page(msgspec.Struct, kw_only=True, rename="camel"):
     def known(self) -> Known | None:
         if self.reason == "duplicate" and self.etag is not None:
             return Known(url=self.url, content_hash="", etag=self.etag, last_modified=self.last_modified,
-                         links=self.links, duplicate_of=self.detail)  # fmt: skip
+                         links=self.links, duplicate_of=self.detail, read_version=READ_VERSION)  # fmt: skip
         if self.content_hash is None:
             return None
         return Known(
@@ -102,6 +109,7 @@ class Page(msgspec.Struct, kw_only=True, rename="camel"):
             etag=self.etag,
             last_modified=self.last_modified,
             links=self.links,
+            read_version=READ_VERSION,
         )
 
 
@@ -242,8 +250,10 @@ class _Walk:
 
     async def page(self, url: str, depth: int) -> Page:
         before = self.known.get(url)
+        # Conditional unless an earlier version read the page: then its body is read again, whole.
+        ask = before if before is not None and before.read_version == READ_VERSION else None
         got = await self.fetcher.fetch(
-            url, etag=before.etag if before else None, last_modified=before.last_modified if before else None
+            url, etag=ask.etag if ask else None, last_modified=ask.last_modified if ask else None
         )
         base = Page(url=url, outcome="failed", depth=depth, status=got.status, fetch_ms=got.elapsed_ms)
         settled = _without_a_new_body(base, got, before)
@@ -254,7 +264,7 @@ class _Walk:
             target = canonical(got.url)
             return replace(base, outcome="skipped", reason="redirected", detail=str(target), links=[str(target)])
         try:
-            read = extract(got.body, got.kind, self.extractor)
+            read = extract(got.body, got.kind, self.extractor, got.charset)
         except UnreadableDocument as exc:
             return replace(base, outcome="failed", reason="unreadable", detail=str(exc))
         links = list(dict.fromkeys(u for href in read.links if (u := canonical(href, url))))

@@ -16,12 +16,10 @@ from typing import Any, Literal
 
 import lxml.html
 import trafilatura
-from lxml import etree
 from trafilatura.xpaths import OVERALL_DISCARD_XPATH
 
-from provenance.errors import UnreadableDocument
 from provenance.ingest.documents.blocks import Block, collapse
-from provenance.ingest.documents.html import read_html
+from provenance.ingest.documents.html import parse_html, read_html
 from provenance.ingest.documents.read import read_document
 from provenance.sources.fetch import Kind
 
@@ -40,11 +38,12 @@ class Extracted:
     extractor: str = ""  # which one read the content ("trafilatura", "reader", or the reader of a PDF/DOCX)
 
 
-def extract(raw: bytes, kind: Kind, extractor: Extractor = CHOSEN) -> Extracted:
-    """Raises UnreadableDocument when the body can't be read as its kind."""
+def extract(raw: bytes, kind: Kind, extractor: Extractor = CHOSEN, charset: str | None = None) -> Extracted:
+    """Raises UnreadableDocument when the body can't be read as its kind. `charset`: the response's, if it
+    named one."""
     if kind != "html":
         return Extracted(read_document(f"page.{kind}", raw), extractor=kind)
-    root = _parse(raw)
+    root = parse_html(raw, charset)
     title = collapse(root.findtext(".//title") or "") or None
     canonical = next((el.get("href") for el in root.iter("link") if _is_canonical(el)), None)
     links = [href for a in root.iter("a") if (href := a.get("href"))]
@@ -74,16 +73,7 @@ def extract(raw: bytes, kind: Kind, extractor: Extractor = CHOSEN) -> Extracted:
             if blocks:
                 return Extracted(blocks, title, canonical, links, anchors, "trafilatura")
     # The reader: chosen, or trafilatura found no main content (a page of one short table, a list of links).
-    return Extracted(read_html(raw), title, canonical, links, anchors, "reader")
-
-
-def _parse(raw: bytes) -> Any:
-    if b"\x00" in raw[:4096]:
-        raise UnreadableDocument("binary content, not HTML")
-    try:
-        return lxml.html.document_fromstring(raw)
-    except (etree.ParserError, ValueError) as exc:
-        raise UnreadableDocument(f"not readable as HTML ({exc})") from None
+    return Extracted(read_html(raw, charset), title, canonical, links, anchors, "reader")
 
 
 def _is_canonical(el: Any) -> bool:

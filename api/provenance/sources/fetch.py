@@ -47,6 +47,7 @@ class Fetched:
     detail: str = ""
     kind: Kind | None = None
     body: bytes = b""
+    charset: str | None = None  # as the Content-Type named it
     etag: str | None = None
     last_modified: str | None = None
     elapsed_ms: float = 0.0
@@ -193,7 +194,16 @@ class Fetcher:
                         body += piece
                         if len(body) > limit:
                             return Fetched(url, status, "too-large", f"over {limit} bytes")
-                    return Fetched(url, status, None, kind=kind, body=bytes(body), etag=etag, last_modified=modified)
+                    return Fetched(
+                        url,
+                        status,
+                        None,
+                        kind=kind,
+                        body=bytes(body),
+                        charset=response.charset_encoding,
+                        etag=etag,
+                        last_modified=modified,
+                    )
         except PrivateAddress as exc:
             return Fetched(url, None, "private-address", str(exc))
         except TimeoutError:
