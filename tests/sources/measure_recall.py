@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from provenance.evaluation.cases import Case, load_jsonl
-from provenance.evaluation.scoring import retrieved_answer
+from provenance.evaluation.scoring import answer_right, retrieved_answer
 from provenance.ingest import folder
 from provenance.ingest.folder import ingest
-from provenance.services import load_embedder
+from provenance.pipeline.door import Pipeline
+from provenance.services import build_profile, load_embedder
 from provenance.settings import REPO_ROOT, Settings
 from provenance.sources.commands import add_site, sync_now
 from provenance.stages.retrieve import RRF_K
@@ -60,7 +61,7 @@ async def ingest_both(pool: Any, store: Store, settings: Settings) -> None:
     site.stop()
 
 
-async def main(reuse: Path | None) -> None:
+async def main(reuse: Path | None, answers: bool = False) -> None:
     """`reuse`: the database folder of an earlier run (printed first), whose two corpora are scored again."""
     _without_sentences()
     folder_ = reuse or Path(tempfile.mkdtemp(prefix="provenance-recall-")) / "pg"
@@ -90,8 +91,34 @@ async def main(reuse: Path | None) -> None:
     print(f"passages: folder {counts.get('folder')}, crawled {counts.get('crawled')}")
     print(f"recall@{K}: folder {hits['folder']}/{n} = {hits['folder'] / n:.3f}, crawled {hits['crawled']}/{n} = "
           f"{hits['crawled'] / n:.3f}, ratio {hits['crawled'] / max(hits['folder'], 1):.3f}")  # fmt: skip
+    if answers:
+        await answered_correctly(settings, store, query_embedder, cases)
     await pool.close()
 
 
+async def answered_correctly(settings: Settings, store: Store, embedder: Any, cases: list[Case]) -> None:
+    pipeline = Pipeline(settings, store, embedder, build_profile(settings, embedder))
+    await pipeline.corpora.refresh()
+    right = {"folder": 0, "crawled": 0}
+    for case in cases:
+        got = {}
+        for corpus in right:
+            outcome = await pipeline.ask(
+                case.question, request_id=f"recall-{corpus}-{case.id}", use_cache=False, corpus=corpus
+            )
+            r = outcome.response
+            ok = r.status == "answered" and answer_right(
+                case.bucket, r.answer, case.mustIncludeAny, case.mustNotInclude
+            )
+            right[corpus] += bool(ok)
+            got[corpus] = f"{r.status} {r.reason or ''} {(r.answer or '')[:80]!r}"
+        if len(set(got.values())) > 1:
+            print(f"{case.id}: folder {got['folder']} | crawled {got['crawled']}")
+    n = len(cases)
+    print(f"answered correctly: folder {right['folder']}/{n}, crawled {right['crawled']}/{n}, "
+          f"ratio {right['crawled'] / max(right['folder'], 1):.3f}")  # fmt: skip
+
+
 if __name__ == "__main__":
-    asyncio.run(main(Path(sys.argv[1]) if len(sys.argv) > 1 else None))
+    args = [a for a in sys.argv[1:] if a != "--answers"]
+    asyncio.run(main(Path(args[0]) if args else None, answers="--answers" in sys.argv[1:]))
