@@ -3,7 +3,8 @@
 folder through `ingest`, the test site (tests/sources/site_build.py) through `provenance sources sync`'s own
 code. Each answerable case of evals/18f-handbook.jsonl is retrieved from both as the pipeline retrieves
 (`stages.retrieve`'s hybrid search, k = 4), and scored as the evals score recall@4 (`retrieved_answer`).
-Answered correctly needs the generator and is not measured here.
+`--answers` also asks each case of both corpora through the local pipeline (answered correctly, as the evals
+score it) and prints the cases whose outcome differs.
 
 Neither ingest computes sentence vectors (`ingest.folder._needs` is wrapped here to ask for none): recall@4 reads
 passages only (the hybrid search over passage vectors and full text); the sentence vectors are the claim checks',

@@ -45,6 +45,12 @@ _TITLE = re.compile(r"""^title:\s*(["']?)(.*?)\1\s*$""", re.MULTILINE)
 _FIRST_HEADING = re.compile(r"^#\s+(.+)$", re.MULTILINE)
 _LEADING_H1 = re.compile(r"^\s*#\s+.+\n", re.MULTILINE)
 _PLACEHOLDER = "\ue000"
+# The handbook's links to its own pages: `[text]({% page "/path/" %})` and `[ref]: {% page "/path/" %}`. The real
+# site writes the page's URL there; dropped as other tags are, a reference definition is left with no
+# destination, which CommonMark does not take for one, and its `[text][ref]` was shown with its brackets. Each
+# points at "#" here: the link reads as on the real site, and the walk meets no URL this site doesn't serve (the
+# handbook links to its redirect_from aliases too).
+_PAGE_LINK = re.compile(r"""\{%-?\s*page\s+["'][^"']*["']\s*-?%\}""")
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,7 @@ def _section_name(section: str) -> str:
 
 def render_page(page: SourcePage, pages: list[SourcePage], origin: str = "") -> str:
     """One page in the template. `origin` makes the canonical link absolute, as sites write it."""
-    body_md = drop_template_tags(page.markdown).replace(_PLACEHOLDER, "")
+    body_md = drop_template_tags(_PAGE_LINK.sub("#", page.markdown)).replace(_PLACEHOLDER, "")
     if page.markdown.lstrip().startswith("#") or not page.markdown.startswith("---"):
         body_md = _LEADING_H1.sub("", body_md, count=1)  # the template writes the title as the h1
     body = _RENDER.render(body_md)

@@ -203,7 +203,9 @@ async def test_without_a_sitemap_links_are_followed_breadth_first_and_each_page_
 async def test_a_page_gone_from_a_link_crawled_site_is_removed_on_its_404(site: SiteServer) -> None:
     site.sitemap_paths = []
     first = await crawl(handbook(site), {}, FAST)
-    gone = "/handbook/tools/adobe/"
+    # Not a section's first page, which the menu links to: with it gone the walk still reaches the rest of the
+    # section through the pages' related links, and so the slack page's link to emoji/, a page that never was.
+    gone = "/handbook/tools/airtable/"
     del site.pages[gone]
     site.hits.clear()
     known = known_after(first)
