@@ -36,6 +36,8 @@ function init() {
   });
   const kept = apiKey();
   if (kept) open(kept);
+  // Said once the form is ours: Enter pressed before this submits it natively, which reloads the page.
+  document.body.dataset.ready = 'true';
 }
 
 async function api(path, options = {}) {
