@@ -302,13 +302,19 @@ async def ingest(
     on_progress: Callable[[IngestReport, int], None] | None = None,
     recorded_dir: Path | None = None,
     cite: Callable[[str, str], str] | None = None,
+    defer_sentences: bool = False,
 ) -> IngestReport:
     """Ingest `directory` into `corpus`: files are read one at a time, passages and their sentences embedded
     in bounded windows and staged batch by batch, and the corpus switched over in one final transaction. An
     interrupted run leaves its staged rows, and the next run embeds only what they lack. `on_progress`: the
     report and files read so far, after each file (a job's progress). `recorded_dir`: the folder recorded as
     the corpus's when `directory` is a copy of its documents. `cite`: a passage's citation (`source`) from its
-    file's name and heading (a crawled page's URL#fragment; else the file's name), not in its id or hash."""
+    file's name and heading (a crawled page's URL#fragment; else the file's name), not in its id or hash.
+
+    `defer_sentences`: embed and stage only the passages' vectors, so the switch comes sooner; the new
+    passages' sentence (and word) vectors are then the caller's to compute (`fill_missing_sentences` with
+    the corpus), after the switch. An upload's job does this: sentences are 9 in 10 of the texts a document
+    embeds, and answering needs none of them stored (the verifier embeds what the store lacks)."""
     if not valid_name(corpus):
         raise ConfigurationError(
             f"corpus name {corpus!r}: use 1-40 lowercase letters, digits, '-' or '_', starting with a letter or digit"
@@ -329,7 +335,9 @@ async def ingest(
     staged = await store.staged_passages(corpus)
     report.resumed = sum(1 for s in staged.values() if s.embedded or s.sentences_segmenter)
     # Pass 2: chunk each file, and embed and stage what is not stored or staged already.
-    passes = _Staging(store, corpus, model_name, embedder, report, batch_size, live, staged, on_progress, cite)
+    passes = _Staging(
+        store, corpus, model_name, embedder, report, batch_size, live, staged, on_progress, cite, defer_sentences
+    )
     await passes.stage_files(directory, survey, max_tokens)
 
     version = corpus_version(passes.content, model_name)
@@ -443,8 +451,9 @@ class _Staging:
         staged: dict[str, StagedState],
         on_progress: Callable[[IngestReport, int], None] | None = None,
         cite: Callable[[str, str], str] | None = None,
+        defer_sentences: bool = False,
     ) -> None:
-        self.on_progress, self.cite = on_progress, cite
+        self.on_progress, self.cite, self.defer_sentences = on_progress, cite, defer_sentences
         self.store, self.corpus, self.model_name, self.embedder = store, corpus, model_name, embedder
         self.report, self.batch_size, self.live, self.staged = report, batch_size, live, staged
         self.content: dict[str, str] = {}  # passage id -> content hash: the corpus version, and duplicate ids
@@ -482,6 +491,7 @@ class _Staging:
         need_passage, need_sentences = _needs(
             chunk, self.model_name, self.live.get(chunk.id), self.staged.get(chunk.id)
         )
+        need_sentences = need_sentences and not self.defer_sentences
         self.window.rows.append((chunk, need_passage, T.sentence_spans(chunk.text) if need_sentences else None))
         if len(self.window) >= EMBED_WINDOW:
             await self._flush()
@@ -496,19 +506,27 @@ async def fill_missing_sentences(
     model_name: str,
     batch_size: int = 32,
     stream: TextIO | None = None,
+    *,
+    corpus: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> int:
-    """Compute, once, the sentence vectors of stored passages that have none for this model and segmenter (a
-    database ingested before they were stored, or before the segmenter changed), with a progress bar.
-    Returns how many passages it filled; 0, without loading the embedder, when none lacks them."""
+    """Compute, once, the sentence vectors (and the words' vectors) of stored passages that have none for this
+    model and segmenter (a database ingested before they were stored, or before the segmenter changed; an
+    upload's passages, after its job's switch), with a progress bar; `corpus`: only that corpus's. Each window
+    of passages is written in one transaction, so a run stopped part way keeps what it wrote and the next
+    computes only the rest. `on_progress`: (passages filled, passages to fill) after each window. Returns how
+    many passages it filled; 0, without loading the embedder, when none lacks them."""
     segmenter = T.SEGMENTER_VERSION
-    total = await store.count_missing_sentences(segmenter, model_name)
+    total = await store.count_missing_sentences(segmenter, model_name, corpus)
     if not total:
         return 0
     embedder = embedder_factory()
     progress = ProgressBar(total, "computing sentence vectors (once)", stream)
     after, done = ("", ""), 0
+    if on_progress is not None:
+        on_progress(0, total)
     while True:
-        rows = await store.missing_sentences(segmenter, model_name, after, EMBED_WINDOW)
+        rows = await store.missing_sentences(segmenter, model_name, after, EMBED_WINDOW, corpus)
         if not rows:
             break
         spans = [T.sentence_spans(text) for _, _, text, _ in rows]
@@ -524,5 +542,7 @@ async def fill_missing_sentences(
         after = rows[-1][:2]
         done += len(rows)
         progress.advance(len(rows))
+        if on_progress is not None:
+            on_progress(done, total)
     progress.close()
     return done

@@ -14,7 +14,7 @@ from typing import Any
 from provenance.inference.embedder import Embedder
 from provenance.ingest.memory import bound_allocator
 from provenance.ingest.sync import sync_folder
-from provenance.jobs.queue import LEASE_S, JobStore
+from provenance.jobs.queue import LEASE_S, JobProgress, JobStore
 from provenance.jobs.worker import POLL_S, Worker
 from provenance.logs import configure_logging
 from provenance.services import load_embedder
@@ -101,8 +101,8 @@ async def ingest_folder(
         raise
     beating.cancel()
     outcomes = [{"fileName": n, "status": "failed", "reason": why} for n, why in report.skipped_files]
-    progress = {"documents": report.files, "passages": report.passages, "embedded": report.embedded}
-    await jobs.finish(job.id, name, "done", outcomes, progress=progress)
+    progress = JobProgress(documents=report.files, passages=report.passages, embedded=report.embedded, phase="done")
+    await jobs.finish(job.id, name, "done", outcomes, progress=progress.wire())
     return report.summary()
 
 
