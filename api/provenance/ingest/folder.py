@@ -319,17 +319,19 @@ async def ingest(
         raise ConfigurationError(
             f"corpus name {corpus!r}: use 1-40 lowercase letters, digits, '-' or '_', starting with a letter or digit"
         )
-    # Pass 1: what the folder holds (names, hashes, outlines), so an unchanged corpus loads no embedder.
-    survey = _survey(directory)
+    # Pass 1: what the folder holds (names, hashes, outlines), so an unchanged corpus loads no embedder. Read
+    # off the event loop, as the chunking and the embedder's load below are: in a worker inside the server,
+    # that loop answers /ask meanwhile.
+    survey = await asyncio.to_thread(_survey, directory)
     report = IngestReport(files=len(survey.hashes), skipped_files=survey.skipped, corpus=corpus)
-    meta = describe(directory, survey.outlines)
+    meta = await asyncio.to_thread(describe, directory, survey.outlines)
     survey.outlines = []
     fp = fingerprint(survey.hashes, model_name, max_tokens, meta)
     source_dir = str((recorded_dir or directory).resolve())
     state = await store.corpus_state(corpus)
     if _unchanged(state, report, source_dir, fp, model_name, force=force, replace=replace):
         return report
-    embedder = _embedder(embedder_factory, model_name)
+    embedder = await asyncio.to_thread(_embedder, embedder_factory, model_name)
     segmenter = T.SEGMENTER_VERSION
     live = {} if force else await store.stored_passages(corpus, segmenter, model_name)
     staged = await store.staged_passages(corpus)
@@ -463,14 +465,8 @@ class _Staging:
     async def stage_files(self, directory: Path, survey: _Survey, max_tokens: int) -> None:
         progress = ProgressBar(len(survey.hashes), "ingesting files")
         for done, (name, _) in enumerate(survey.hashes, 1):
-            doc = survey.kept.pop(name, None) or _read_one(name, directory / name)
-            if not isinstance(doc, SourceFile):  # changed since pass 1
-                raise ConfigurationError(f"{name} changed while it was being ingested; run the ingest again")
-            for chunk in chunk_blocks(doc.name, doc.blocks, self.embedder.count_tokens, max_tokens):
-                if self.cite is not None:
-                    chunk = dataclasses.replace(chunk, source=self.cite(doc.name, chunk.heading))
+            for chunk in await asyncio.to_thread(self._chunks, directory, survey, name, max_tokens):
                 await self._add(chunk)
-            del doc
             progress.advance()
             if self.on_progress is not None:
                 self.report.passages = len(self.content)
@@ -480,6 +476,17 @@ class _Staging:
         if self.on_progress is not None:
             self.on_progress(self.report, len(survey.hashes))
         progress.close()
+
+    def _chunks(self, directory: Path, survey: _Survey, name: str, max_tokens: int) -> list[Chunk]:
+        """One file's passages, read again unless pass 1 kept it."""
+        doc = survey.kept.pop(name, None) or _read_one(name, directory / name)
+        if not isinstance(doc, SourceFile):  # changed since pass 1
+            raise ConfigurationError(f"{name} changed while it was being ingested; run the ingest again")
+        chunks = chunk_blocks(doc.name, doc.blocks, self.embedder.count_tokens, max_tokens)
+        if self.cite is None:
+            return list(chunks)
+        cite = self.cite
+        return [dataclasses.replace(c, source=cite(doc.name, c.heading)) for c in chunks]
 
     async def _add(self, chunk: Chunk) -> None:
         if chunk.id in self.content:
@@ -498,6 +505,14 @@ class _Staging:
 
     async def _flush(self) -> None:
         await _flush(self.store, self.corpus, self.model_name, self.embedder, self.window, self.report, self.batch_size)
+
+
+def _sentence_vectors(
+    embedder: Embedder, texts: Sequence[str], batch_size: int
+) -> tuple[list[list[tuple[int, int]]], list[np.ndarray]]:
+    """Each text's sentence spans, and the vectors of all their sentences in order."""
+    spans = [T.sentence_spans(text) for text in texts]
+    return spans, _embed_sorted(embedder, [t[a:b] for t, s in zip(texts, spans, strict=True) for a, b in s], batch_size)
 
 
 async def fill_missing_sentences(
@@ -520,7 +535,7 @@ async def fill_missing_sentences(
     total = await store.count_missing_sentences(segmenter, model_name, corpus)
     if not total:
         return 0
-    embedder = embedder_factory()
+    embedder = await asyncio.to_thread(embedder_factory)
     progress = ProgressBar(total, "computing sentence vectors (once)", stream)
     after, done = ("", ""), 0
     if on_progress is not None:
@@ -529,9 +544,10 @@ async def fill_missing_sentences(
         rows = await store.missing_sentences(segmenter, model_name, after, EMBED_WINDOW, corpus)
         if not rows:
             break
-        spans = [T.sentence_spans(text) for _, _, text, _ in rows]
-        texts = [text[a:b] for (_, _, text, _), s in zip(rows, spans, strict=True) for a, b in s]
-        vectors = iter(await asyncio.to_thread(_embed_sorted, embedder, texts, batch_size))
+        # Split and embedded off the event loop: the segmenter costs about 6 ms a passage, and in a worker inside
+        # the server that loop answers /ask meanwhile.
+        spans, embedded = await asyncio.to_thread(_sentence_vectors, embedder, [r[2] for r in rows], batch_size)
+        vectors = iter(embedded)
         await store.write_sentences(
             segmenter,
             model_name,

@@ -14,6 +14,7 @@ from typing import Any
 from provenance.inference.embedder import Embedder
 from provenance.ingest.memory import bound_allocator
 from provenance.ingest.sync import sync_folder
+from provenance.jobs.priority import lower_process
 from provenance.jobs.queue import LEASE_S, JobProgress, JobStore
 from provenance.jobs.worker import POLL_S, Worker
 from provenance.logs import configure_logging
@@ -41,8 +42,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.workers < 1 or (args.threads is not None and args.threads < 1):
         print("error: --workers and --threads must be at least 1", file=sys.stderr)
         return 2
-    # A process of its own that only ingests: bounded as `provenance ingest` is.
+    # A process of its own that only ingests: bounded as `provenance ingest` is, and below the API on the CPU.
     bound_allocator()
+    lower_process(settings.ingest.nice)
     return asyncio.run(work(settings, args.workers, args.threads or settings.embedding.threads, once=args.once))
 
 
