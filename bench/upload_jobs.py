@@ -151,8 +151,15 @@ def main() -> None:
     parser.add_argument("--mixed", action="store_true", help="--phases of mixed_markdown's file, not the cycled one")
     args = parser.parse_args()
     if args.phases:
+        load = os.getloadavg()
         with embedded_data_dir("provenance-bench-phases-"):
-            print(phases_table(asyncio.run(_served_phases(args.phases, args.mixed))))
+            runs = asyncio.run(_served_phases(args.phases, args.mixed))
+        end = os.getloadavg()[0]
+        print(f"load average at the start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; at the end: {end:.2f}")
+        print(phases_table(runs))
+        for total in ("**total: request to answered**", "total: request to the job's end"):
+            seconds = sorted(r[total] for r in runs)
+            print(f"{total.strip('*')}: median {seconds[len(seconds) // 2]:.1f} s, worst {seconds[-1]:.1f} s")
         return
     with embedded_data_dir("provenance-bench-upload-"):
         result = asyncio.run(measure())

@@ -285,6 +285,11 @@ function jobLine(job) {
   if (Number.isFinite(p.documents)) said.push(`${fmtInt(p.documents)} document${p.documents === 1 ? '' : 's'}`);
   if (Number.isFinite(p.passages)) said.push(`${fmtInt(p.passages)} passages`);
   if (Number.isFinite(p.embedded)) said.push(`${fmtInt(p.embedded)} embedded`);
+  // After its switch a job embeds its passages' sentences: the corpus already answers from the new documents.
+  if (job.state === 'running' && p.phase === 'sentences') {
+    const of = Number.isFinite(p.sentencesToEmbed) ? ` (${fmtInt(p.sentencesEmbedded || 0)} of ${fmtInt(p.sentencesToEmbed)} passages)` : '';
+    return `Answerable now; embedding its sentences${of}…`;
+  }
   const head = job.state === 'queued' ? 'Waiting for its turn' : job.state === 'running' ? 'Reading and embedding' : capitalise(job.state);
   return said.length ? `${head}: ${said.join(', ')}…` : `${head}…`;
 }

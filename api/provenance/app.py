@@ -31,6 +31,7 @@ from provenance.http.routes import ROUTES, declare_request_constraints, provide_
 from provenance.http.sources import SOURCE_ROUTES, declare_source_constraints
 from provenance.http.streaming import declare_streaming
 from provenance.ingest.memory import bound_allocator
+from provenance.jobs.priority import LowPriorityEmbedder
 from provenance.jobs.worker import Worker
 from provenance.logs import configure_logging
 from provenance.metrics import worker_stopped
@@ -89,15 +90,16 @@ def _lifespan(settings: Settings, services: Services | None) -> Callable[[Litest
         gc.freeze()
         # Ingest workers beside the API (INGEST_WORKERS): each loads an embedder of its own only while a job
         # runs, as `provenance ingest` does, with INGEST_THREADS threads (1 by default), so that questions
-        # keep the other cores; and the allocator bounded as that command's is, while workers run here.
-        ingest_threads = settings.ingest.threads
+        # keep the other cores, on a thread INGEST_NICE below the API's, so that questions come first on the
+        # ones it shares; and the allocator bounded as that command's is, while workers run here.
+        ingest_threads, nice = settings.ingest.threads, settings.ingest.nice
         if settings.ingest.workers:
             bound_allocator()
         ingest = [
             Worker(
                 settings,
                 svc.pool,
-                lambda: load_embedder(settings, for_ingest=True, threads=ingest_threads),
+                lambda: LowPriorityEmbedder(load_embedder(settings, for_ingest=True, threads=ingest_threads), nice),
                 on_done=svc.pipeline.corpora.look_soon,
             )
             for _ in range(settings.ingest.workers)

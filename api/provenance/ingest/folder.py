@@ -302,34 +302,44 @@ async def ingest(
     on_progress: Callable[[IngestReport, int], None] | None = None,
     recorded_dir: Path | None = None,
     cite: Callable[[str, str], str] | None = None,
+    defer_sentences: bool = False,
 ) -> IngestReport:
     """Ingest `directory` into `corpus`: files are read one at a time, passages and their sentences embedded
     in bounded windows and staged batch by batch, and the corpus switched over in one final transaction. An
     interrupted run leaves its staged rows, and the next run embeds only what they lack. `on_progress`: the
     report and files read so far, after each file (a job's progress). `recorded_dir`: the folder recorded as
     the corpus's when `directory` is a copy of its documents. `cite`: a passage's citation (`source`) from its
-    file's name and heading (a crawled page's URL#fragment; else the file's name), not in its id or hash."""
+    file's name and heading (a crawled page's URL#fragment; else the file's name), not in its id or hash.
+
+    `defer_sentences`: embed and stage only the passages' vectors, so the switch comes sooner; the new
+    passages' sentence (and word) vectors are then the caller's to compute (`fill_missing_sentences` with
+    the corpus), after the switch. An upload's job does this: sentences are 9 in 10 of the texts a document
+    embeds, and answering needs none of them stored (the verifier embeds what the store lacks)."""
     if not valid_name(corpus):
         raise ConfigurationError(
             f"corpus name {corpus!r}: use 1-40 lowercase letters, digits, '-' or '_', starting with a letter or digit"
         )
-    # Pass 1: what the folder holds (names, hashes, outlines), so an unchanged corpus loads no embedder.
-    survey = _survey(directory)
+    # Pass 1: what the folder holds (names, hashes, outlines), so an unchanged corpus loads no embedder. Read
+    # off the event loop, as the chunking and the embedder's load below are: in a worker inside the server,
+    # that loop answers /ask meanwhile.
+    survey = await asyncio.to_thread(_survey, directory)
     report = IngestReport(files=len(survey.hashes), skipped_files=survey.skipped, corpus=corpus)
-    meta = describe(directory, survey.outlines)
+    meta = await asyncio.to_thread(describe, directory, survey.outlines)
     survey.outlines = []
     fp = fingerprint(survey.hashes, model_name, max_tokens, meta)
     source_dir = str((recorded_dir or directory).resolve())
     state = await store.corpus_state(corpus)
     if _unchanged(state, report, source_dir, fp, model_name, force=force, replace=replace):
         return report
-    embedder = _embedder(embedder_factory, model_name)
+    embedder = await asyncio.to_thread(_embedder, embedder_factory, model_name)
     segmenter = T.SEGMENTER_VERSION
     live = {} if force else await store.stored_passages(corpus, segmenter, model_name)
     staged = await store.staged_passages(corpus)
     report.resumed = sum(1 for s in staged.values() if s.embedded or s.sentences_segmenter)
     # Pass 2: chunk each file, and embed and stage what is not stored or staged already.
-    passes = _Staging(store, corpus, model_name, embedder, report, batch_size, live, staged, on_progress, cite)
+    passes = _Staging(
+        store, corpus, model_name, embedder, report, batch_size, live, staged, on_progress, cite, defer_sentences
+    )
     await passes.stage_files(directory, survey, max_tokens)
 
     version = corpus_version(passes.content, model_name)
@@ -443,8 +453,9 @@ class _Staging:
         staged: dict[str, StagedState],
         on_progress: Callable[[IngestReport, int], None] | None = None,
         cite: Callable[[str, str], str] | None = None,
+        defer_sentences: bool = False,
     ) -> None:
-        self.on_progress, self.cite = on_progress, cite
+        self.on_progress, self.cite, self.defer_sentences = on_progress, cite, defer_sentences
         self.store, self.corpus, self.model_name, self.embedder = store, corpus, model_name, embedder
         self.report, self.batch_size, self.live, self.staged = report, batch_size, live, staged
         self.content: dict[str, str] = {}  # passage id -> content hash: the corpus version, and duplicate ids
@@ -454,14 +465,8 @@ class _Staging:
     async def stage_files(self, directory: Path, survey: _Survey, max_tokens: int) -> None:
         progress = ProgressBar(len(survey.hashes), "ingesting files")
         for done, (name, _) in enumerate(survey.hashes, 1):
-            doc = survey.kept.pop(name, None) or _read_one(name, directory / name)
-            if not isinstance(doc, SourceFile):  # changed since pass 1
-                raise ConfigurationError(f"{name} changed while it was being ingested; run the ingest again")
-            for chunk in chunk_blocks(doc.name, doc.blocks, self.embedder.count_tokens, max_tokens):
-                if self.cite is not None:
-                    chunk = dataclasses.replace(chunk, source=self.cite(doc.name, chunk.heading))
+            for chunk in await asyncio.to_thread(self._chunks, directory, survey, name, max_tokens):
                 await self._add(chunk)
-            del doc
             progress.advance()
             if self.on_progress is not None:
                 self.report.passages = len(self.content)
@@ -471,6 +476,17 @@ class _Staging:
         if self.on_progress is not None:
             self.on_progress(self.report, len(survey.hashes))
         progress.close()
+
+    def _chunks(self, directory: Path, survey: _Survey, name: str, max_tokens: int) -> list[Chunk]:
+        """One file's passages, read again unless pass 1 kept it."""
+        doc = survey.kept.pop(name, None) or _read_one(name, directory / name)
+        if not isinstance(doc, SourceFile):  # changed since pass 1
+            raise ConfigurationError(f"{name} changed while it was being ingested; run the ingest again")
+        chunks = chunk_blocks(doc.name, doc.blocks, self.embedder.count_tokens, max_tokens)
+        if self.cite is None:
+            return list(chunks)
+        cite = self.cite
+        return [dataclasses.replace(c, source=cite(doc.name, c.heading)) for c in chunks]
 
     async def _add(self, chunk: Chunk) -> None:
         if chunk.id in self.content:
@@ -482,6 +498,7 @@ class _Staging:
         need_passage, need_sentences = _needs(
             chunk, self.model_name, self.live.get(chunk.id), self.staged.get(chunk.id)
         )
+        need_sentences = need_sentences and not self.defer_sentences
         self.window.rows.append((chunk, need_passage, T.sentence_spans(chunk.text) if need_sentences else None))
         if len(self.window) >= EMBED_WINDOW:
             await self._flush()
@@ -490,30 +507,47 @@ class _Staging:
         await _flush(self.store, self.corpus, self.model_name, self.embedder, self.window, self.report, self.batch_size)
 
 
+def _sentence_vectors(
+    embedder: Embedder, texts: Sequence[str], batch_size: int
+) -> tuple[list[list[tuple[int, int]]], list[np.ndarray]]:
+    """Each text's sentence spans, and the vectors of all their sentences in order."""
+    spans = [T.sentence_spans(text) for text in texts]
+    return spans, _embed_sorted(embedder, [t[a:b] for t, s in zip(texts, spans, strict=True) for a, b in s], batch_size)
+
+
 async def fill_missing_sentences(
     store: CorpusStore,
     embedder_factory: Callable[[], Embedder],
     model_name: str,
     batch_size: int = 32,
     stream: TextIO | None = None,
+    *,
+    corpus: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> int:
-    """Compute, once, the sentence vectors of stored passages that have none for this model and segmenter (a
-    database ingested before they were stored, or before the segmenter changed), with a progress bar.
-    Returns how many passages it filled; 0, without loading the embedder, when none lacks them."""
+    """Compute, once, the sentence vectors (and the words' vectors) of stored passages that have none for this
+    model and segmenter (a database ingested before they were stored, or before the segmenter changed; an
+    upload's passages, after its job's switch), with a progress bar; `corpus`: only that corpus's. Each window
+    of passages is written in one transaction, so a run stopped part way keeps what it wrote and the next
+    computes only the rest. `on_progress`: (passages filled, passages to fill) after each window. Returns how
+    many passages it filled; 0, without loading the embedder, when none lacks them."""
     segmenter = T.SEGMENTER_VERSION
-    total = await store.count_missing_sentences(segmenter, model_name)
+    total = await store.count_missing_sentences(segmenter, model_name, corpus)
     if not total:
         return 0
-    embedder = embedder_factory()
+    embedder = await asyncio.to_thread(embedder_factory)
     progress = ProgressBar(total, "computing sentence vectors (once)", stream)
     after, done = ("", ""), 0
+    if on_progress is not None:
+        on_progress(0, total)
     while True:
-        rows = await store.missing_sentences(segmenter, model_name, after, EMBED_WINDOW)
+        rows = await store.missing_sentences(segmenter, model_name, after, EMBED_WINDOW, corpus)
         if not rows:
             break
-        spans = [T.sentence_spans(text) for _, _, text, _ in rows]
-        texts = [text[a:b] for (_, _, text, _), s in zip(rows, spans, strict=True) for a, b in s]
-        vectors = iter(await asyncio.to_thread(_embed_sorted, embedder, texts, batch_size))
+        # Split and embedded off the event loop: the segmenter costs about 6 ms a passage, and in a worker inside
+        # the server that loop answers /ask meanwhile.
+        spans, embedded = await asyncio.to_thread(_sentence_vectors, embedder, [r[2] for r in rows], batch_size)
+        vectors = iter(embedded)
         await store.write_sentences(
             segmenter,
             model_name,
@@ -524,5 +558,7 @@ async def fill_missing_sentences(
         after = rows[-1][:2]
         done += len(rows)
         progress.advance(len(rows))
+        if on_progress is not None:
+            on_progress(done, total)
     progress.close()
     return done

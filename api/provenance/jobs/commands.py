@@ -14,7 +14,8 @@ from typing import Any
 from provenance.inference.embedder import Embedder
 from provenance.ingest.memory import bound_allocator
 from provenance.ingest.sync import sync_folder
-from provenance.jobs.queue import LEASE_S, JobStore
+from provenance.jobs.priority import lower_process
+from provenance.jobs.queue import LEASE_S, JobProgress, JobStore
 from provenance.jobs.worker import POLL_S, Worker
 from provenance.logs import configure_logging
 from provenance.services import load_embedder
@@ -41,8 +42,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.workers < 1 or (args.threads is not None and args.threads < 1):
         print("error: --workers and --threads must be at least 1", file=sys.stderr)
         return 2
-    # A process of its own that only ingests: bounded as `provenance ingest` is.
+    # A process of its own that only ingests: bounded as `provenance ingest` is, and below the API on the CPU.
     bound_allocator()
+    lower_process(settings.ingest.nice)
     return asyncio.run(work(settings, args.workers, args.threads or settings.embedding.threads, once=args.once))
 
 
@@ -101,8 +103,8 @@ async def ingest_folder(
         raise
     beating.cancel()
     outcomes = [{"fileName": n, "status": "failed", "reason": why} for n, why in report.skipped_files]
-    progress = {"documents": report.files, "passages": report.passages, "embedded": report.embedded}
-    await jobs.finish(job.id, name, "done", outcomes, progress=progress)
+    progress = JobProgress(documents=report.files, passages=report.passages, embedded=report.embedded, phase="done")
+    await jobs.finish(job.id, name, "done", outcomes, progress=progress.wire())
     return report.summary()
 
 

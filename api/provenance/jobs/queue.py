@@ -28,6 +28,10 @@ from provenance.store.pool import Pooled
 
 JobKind = Literal["add", "remove", "sync"]
 JobState = Literal["queued", "running", "done", "failed"]
+# Where a running job is: `passages` while its documents are read and their passages embedded and staged, up
+# to the corpus's one switch (nothing of them is served yet); `sentences` once the corpus is switched (its new
+# documents answer questions) while their sentences' vectors are computed; `done` at its end.
+JobPhase = Literal["passages", "sentences", "done"]
 # How long a running job's worker may go without touching it before another worker takes the job over.
 LEASE_S = 60.0
 # Why a `provenance ingest` job that stopped before its end (killed, or its machine gone) failed.
@@ -39,6 +43,24 @@ _COLUMNS = (
     "id, corpus, kind, state, key_name, payload::text AS payload, progress::text AS progress,"
     " documents::text AS documents, error, worker, attempts, created_at, started_at, heartbeat_at, finished_at"
 )
+
+
+class JobProgress(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A job's progress as its worker writes it and GET /jobs/{id} shows it: the documents read, the passages
+    made and those embedded; its phase; and, in the `sentences` phase, the passages whose sentences' vectors
+    it has computed of those it has to."""
+
+    documents: int = 0
+    passages: int = 0
+    embedded: int = 0
+    phase: JobPhase = "passages"
+    sentences_embedded: int = 0
+    sentences_to_embed: int = 0
+
+    def wire(self) -> dict[str, Any]:
+        """As the job's `progress` column (and GET /jobs/{id}) holds it."""
+        out: dict[str, Any] = msgspec.to_builtins(self)
+        return out
 
 
 class Job(msgspec.Struct, frozen=True):

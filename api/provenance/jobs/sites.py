@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from provenance.ingest.documents.blocks import Block
+from provenance.jobs.queue import JobProgress
 from provenance.settings import Settings
 from provenance.sources import crawl as crawler
 from provenance.sources.extract import CHOSEN, Extractor
@@ -36,7 +37,7 @@ class Rebuilds(Protocol):
 
     corpus: str
     documents: SourceStore
-    progress: dict[str, int]
+    progress: JobProgress
     cited: dict[str, tuple[str, dict[str, str]]]  # pages not stored yet, by document path: (URL, heading ids)
 
     async def rebuild(self, docs: list[tuple[Document, bytes]]) -> dict[str, str]: ...

@@ -4,6 +4,11 @@ ingested exactly as a folder is.
 
 Each file's outcome is its own: a refused file is named with its reason and the rest go in; a job that ran to
 its end is `done` however many of its files failed; `failed` is for a job that could not run.
+
+A job switches its corpus with the new passages' vectors alone, and computes their sentences' vectors after,
+as a phase of its own (`JobProgress.phase`): a 50 KB upload embeds about ten sentences for each passage, and
+answering needs none of them stored (the verifier embeds what the store lacks), so the corpus answers from the
+new documents that much sooner.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import io
 import re
 import socket
 import tempfile
@@ -20,13 +26,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from provenance import text as T
 from provenance.errors import ConfigurationError
 from provenance.inference.embedder import Embedder
 from provenance.ingest.bombs import Bounds, docx_refusal, pdf_refusal
 from provenance.ingest.describe import EXAMPLE_FILES
-from provenance.ingest.folder import IngestReport, corpus_version, fingerprint, ingest
-from provenance.jobs.queue import LEASE_S, Job, JobStore
+from provenance.ingest.folder import IngestReport, corpus_version, fill_missing_sentences, fingerprint, ingest
+from provenance.jobs.queue import LEASE_S, Job, JobProgress, JobStore
 from provenance.jobs.sites import citations, sync_corpus
 from provenance.logs import get_logger
 from provenance.settings import Settings
@@ -112,13 +120,13 @@ class JobRun:
     ) -> None:
         self.job, self.corpus = job, job.corpus
         self.documents, self.store, self.embedder_factory, self.settings = documents, store, embedder_factory, settings
-        self.progress: dict[str, int] = {"documents": 0, "passages": 0, "embedded": 0}
+        self.progress = JobProgress()
         limits = settings.ingest
         self.bounds = Bounds(limits.upload_max_expanded_bytes, limits.upload_max_ratio, limits.upload_max_pdf_pages)
         self.cited: dict[str, tuple[str, dict[str, str]]] = {}  # a sync's pages not stored yet (jobs.sites)
 
     def _progressed(self, report: IngestReport, files: int) -> None:
-        self.progress = {"documents": files, "passages": report.passages, "embedded": report.embedded}
+        self.progress = JobProgress(documents=files, passages=report.passages, embedded=report.embedded)
         limit = self.settings.ingest.corpus_max_passages
         if report.passages > limit:
             # Stops the ingest before its switch: the corpus is served as it was.
@@ -127,7 +135,8 @@ class JobRun:
     async def rebuild(self, docs: list[tuple[Document, bytes]]) -> dict[str, str]:
         """Make the corpus's passages those of `docs`, each document at its path (its passages are
         `{path}#{slug}`), through the folder ingest's staging area and one switch; returns {document id: why
-        it was not read}. No documents at all switch the corpus to none."""
+        it was not read}. No documents at all switch the corpus to none. The new passages' sentences are
+        not embedded here: `complete_sentences` does it once the job's documents are recorded."""
         if not docs:
             await self._empty()
             return {}
@@ -159,6 +168,7 @@ class JobRun:
                     on_progress=self._progressed,
                     recorded_dir=folder,
                     cite=await citations(self),
+                    defer_sentences=True,
                 )
             except ConfigurationError as exc:
                 # Nothing readable at all: the corpus is left as it was, and every document says why.
@@ -186,13 +196,16 @@ class JobRun:
                 outcomes.append({"fileName": file_name, "status": "failed", "reason": reason})
                 continue
             sha = hashlib.sha256(data).hexdigest()
-            same = await self.documents.with_sha(self.corpus, sha) or next((d for d, _ in new if d.sha256 == sha), None)
-            if same is not None:
-                outcomes.append({"fileName": file_name, "status": "unchanged", "id": same.id})
-                continue
             # Under an id of its own (random as the job's id is), so that two uploads of one file name never
             # share a passage id; the same on a resumed run of the job, whose staged passages it then finds.
             doc_id = hashlib.sha256(f"{self.job.id}:{position}".encode()).hexdigest()[:12]
+            same = await self.documents.with_sha(self.corpus, sha) or next((d for d, _ in new if d.sha256 == sha), None)
+            if same is not None:
+                # This job's own document, recorded by a run of it stopped after its switch (in the sentences
+                # phase): added, and served already.
+                status = "added" if same.id == doc_id else "unchanged"
+                outcomes.append({"fileName": file_name, "status": status, "id": same.id})
+                continue
             path = f"{doc_id}/{safe_name(file_name)}"
             doc = Document(self.corpus, doc_id, source.id, path, file_name, fmt, len(data), sha)
             new.append((doc, data))
@@ -227,7 +240,7 @@ class JobRun:
         if gone:
             await self.rebuild([(d, data) for d, data in kept if d.id not in found])
             await self.documents.remove(self.corpus, sorted(found))
-        self.progress = {**self.progress, "documents": len(gone)}
+        self.progress = msgspec.structs.replace(self.progress, documents=len(gone))
         return outcomes
 
     async def remove_source(self, source_id: str) -> list[dict[str, Any]]:
@@ -241,8 +254,29 @@ class JobRun:
         if any(d.source_id == source_id for d, _ in kept):
             await self.rebuild([(d, data) for d, data in kept if d.source_id != source_id])
         removed = await self.documents.remove_source(source_id)
-        self.progress = {**self.progress, "documents": removed}
+        self.progress = msgspec.structs.replace(self.progress, documents=removed)
         return [{"fileName": source.location, "status": "removed", "id": source_id, "documents": removed}]
+
+    async def complete_sentences(self) -> None:
+        """The job's phase after its switch: the sentences' vectors of the corpus's passages that have none
+        (this job's new ones, and any an earlier job left when it was stopped in this phase), a window at a
+        time, each written in one transaction. Stopped here, the corpus answers as it is, and the next job of
+        the corpus, or `fill_missing_sentences` at the next start, computes only what is still missing."""
+        self.progress = msgspec.structs.replace(self.progress, phase="sentences")
+
+        def progressed(done: int, total: int) -> None:
+            self.progress = msgspec.structs.replace(self.progress, sentences_embedded=done, sentences_to_embed=total)
+
+        await fill_missing_sentences(
+            self.store,
+            self.embedder_factory,
+            self.settings.embedding.model,
+            # No progress bar: a worker's progress is the job's (a bar would draw on a serving terminal).
+            stream=io.StringIO(),
+            corpus=self.corpus,
+            on_progress=progressed,
+        )
+        self.progress = msgspec.structs.replace(self.progress, phase="done")
 
 
 class WarmEmbedder:
@@ -328,8 +362,18 @@ class Worker:
                 ]
             else:
                 raise ValueError(f"this worker runs no {job.kind!r} jobs")
+            # Switched, and its documents recorded: the server's pipeline looks at the new version now, not
+            # at the job's end, which is the sentences' vectors away.
+            if self.on_done is not None:
+                self.on_done()
+            try:
+                await run.complete_sentences()
+            except Exception:
+                # The job's documents are in and answer questions: what is missing is computed by the next job
+                # of the corpus, or the next start. Its progress shows how far this phase got.
+                log.exception("sentence vectors not all computed; the next job completes them", job=job.id)
             beating.cancel()
-            await self.jobs.finish(job.id, self.name, "done", outcomes, progress=run.progress)
+            await self.jobs.finish(job.id, self.name, "done", outcomes, progress=run.progress.wire())
         except asyncio.CancelledError:
             if beating.done() and not beating.cancelled() and beating.result() is False:
                 log.warning("ingest job taken over by another worker; this one stops", job=job.id)
@@ -349,14 +393,14 @@ class Worker:
         """Touch the job while it runs, so no other worker takes it over, and write its progress when it
         moved; when it was taken over anyway (this worker was stalled past the lease), stop the work here: the
         other worker owns it now."""
-        written: dict[str, int] | None = None
+        written: JobProgress | None = None
         touched = time.monotonic()
         while True:
             await asyncio.sleep(PROGRESS_EVERY_S)
             if run.progress == written and time.monotonic() - touched < LEASE_S / 4:
                 continue
-            written, touched = dict(run.progress), time.monotonic()
-            if not await self.jobs.heartbeat(run.job.id, self.name, written):
+            written, touched = run.progress, time.monotonic()
+            if not await self.jobs.heartbeat(run.job.id, self.name, written.wire()):
                 if running is not None:
                     running.cancel()
                 return False

@@ -142,6 +142,16 @@ class IngestSettings(msgspec.Struct, frozen=True, kw_only=True):
             ge=1,
         ),
     ] = 1
+    nice: Annotated[
+        int,
+        env(
+            "INGEST_NICE",
+            "how far below `/ask` ingest runs on the CPU (a nice increment, 0-19): an in-server worker's embedding "
+            "thread, and the whole `provenance worker` process; `0` runs them as the API runs",
+            ge=0,
+            le=19,
+        ),
+    ] = 10
     upload_max_file_bytes: Annotated[
         int, env("UPLOAD_MAX_FILE_BYTES", "an uploaded file's limit: a larger one fails in its job", ge=1)
     ] = 25_000_000

@@ -273,15 +273,22 @@ class CorpusStore(SearchStore):
         return [(r["passage_id"], r["start_char"], r["end_char"], r["embedding"].to_numpy()) for r in rows]
 
     async def missing_sentences(
-        self, segmenter: str, model: str, after: tuple[str, str] = ("", ""), limit: int = 256
+        self,
+        segmenter: str,
+        model: str,
+        after: tuple[str, str] = ("", ""),
+        limit: int = 256,
+        corpus: str | None = None,
     ) -> list[tuple[str, str, str, str]]:
-        """(corpus, passage id, text, heading) of up to `limit` passages, in (corpus, id) order after `after`, whose
-        sentences have no `model` vectors for `segmenter`: what a database ingested before sentence vectors
-        were stored needs computed once."""
+        """(corpus, passage id, text, heading) of up to `limit` passages (of `corpus`, or of every corpus), in
+        (corpus, id) order after `after`, whose sentences have no `model` vectors for `segmenter`: what a
+        database ingested before sentence vectors were stored needs computed once, and what an upload's job
+        computes after its switch."""
         async with self._conn() as conn:
             rows = await conn.fetch(
                 "SELECT p.corpus, p.id, p.text, p.heading FROM passages p"
-                " WHERE (p.corpus, p.id) > ($1, $2) AND p.embedding_model = $4 AND NOT EXISTS ("
+                " WHERE (p.corpus, p.id) > ($1, $2) AND p.embedding_model = $4"
+                " AND ($6::text IS NULL OR p.corpus = $6) AND NOT EXISTS ("
                 "   SELECT 1 FROM passage_sentences s WHERE s.corpus = p.corpus AND s.passage_id = p.id"
                 "   AND s.segmenter = $3 AND s.embedding_model = $4 AND s.embedding IS NOT NULL)"
                 " ORDER BY p.corpus, p.id LIMIT $5",
@@ -289,18 +296,22 @@ class CorpusStore(SearchStore):
                 segmenter,
                 model,
                 limit,
+                corpus,
                 timeout=MAINTENANCE_TIMEOUT_S,
             )
         return [(r["corpus"], r["id"], r["text"], r["heading"]) for r in rows]
 
-    async def count_missing_sentences(self, segmenter: str, model: str) -> int:
+    async def count_missing_sentences(self, segmenter: str, model: str, corpus: str | None = None) -> int:
+        """How many passages (of `corpus`, or of every corpus) `missing_sentences` would give."""
         async with self._conn() as conn:
             count: int = await conn.fetchval(
-                "SELECT count(*) FROM passages p WHERE p.embedding_model = $2 AND NOT EXISTS ("
+                "SELECT count(*) FROM passages p WHERE p.embedding_model = $2"
+                " AND ($3::text IS NULL OR p.corpus = $3) AND NOT EXISTS ("
                 "   SELECT 1 FROM passage_sentences s WHERE s.corpus = p.corpus AND s.passage_id = p.id"
                 "   AND s.segmenter = $1 AND s.embedding_model = $2 AND s.embedding IS NOT NULL)",
                 segmenter,
                 model,
+                corpus,
                 timeout=MAINTENANCE_TIMEOUT_S,
             )
         return count
@@ -590,11 +601,15 @@ async def _move_unchanged_passages(conn: Any, corpus: str) -> None:
 
 
 async def _write_staged_sentences(conn: Any, corpus: str, segmenter: str, model: str) -> None:
+    """The staged sentences of passages staged with them. A passage staged again with other content and no
+    sentences (an upload's job embeds them after its switch) has `sentences_segmenter` reset: its staged
+    sentences are of the old text, and are not served."""
     await conn.execute(
         "INSERT INTO passage_sentences"
         " (corpus, passage_id, segmenter, ordinal, start_char, end_char, embedding_model, embedding)"
-        " SELECT corpus, passage_id, segmenter, ordinal, start_char, end_char, embedding_model, embedding"
-        " FROM staged_sentences WHERE corpus = $1 AND segmenter = $2 AND embedding_model = $3",
+        " SELECT t.corpus, t.passage_id, t.segmenter, t.ordinal, t.start_char, t.end_char, t.embedding_model,"
+        " t.embedding FROM staged_sentences t JOIN staged_passages s ON s.corpus = t.corpus AND s.id = t.passage_id"
+        " WHERE t.corpus = $1 AND t.segmenter = $2 AND t.embedding_model = $3 AND s.sentences_segmenter = $2",
         corpus,
         segmenter,
         model,
