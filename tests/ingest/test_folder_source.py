@@ -18,10 +18,8 @@ from provenance.jobs.worker import Worker
 from provenance.services import load_embedder
 from provenance.settings import Settings
 from provenance.store.corpora import CorpusStore
-from provenance.store.pool import create_pool, migrate
 from provenance.store.sources import SourceStore
-from tests.conftest import make_settings
-from tests.reliability.support import drop_schema
+from tests.reliability.support import migrated_schema
 
 ROOMS = "# Rooms\n\n## Booking\n\nMeeting rooms are booked through the front desk, up to two weeks ahead.\n"
 PARKING = "# Parking\n\n## Permits\n\nParking permits cost 30 dollars a month and renew in January.\n"
@@ -31,14 +29,8 @@ UPLOAD = b"# Visitors\n\n## Badges\n\nVisitors collect a paper badge at receptio
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def db(pg_dsn: str, data_dir: Path) -> AsyncIterator[tuple[Settings, object]]:
-    settings = make_settings(pg_dsn, data_dir)
-    pool = await create_pool(pg_dsn, settings)
-    await migrate(pool)
-    try:
-        yield settings, pool
-    finally:
-        await pool.close()
-        await drop_schema(pg_dsn, settings.database.schema)
+    async with migrated_schema(pg_dsn, data_dir) as db:
+        yield db
 
 
 async def passage_ids(pool: object, corpus: str) -> set[str]:

@@ -25,23 +25,15 @@ from provenance.jobs.queue import LOCAL_STOPPED, JobStore
 from provenance.jobs.worker import WarmEmbedder, Worker
 from provenance.services import load_embedder
 from provenance.settings import Settings
-from provenance.store.pool import create_pool, migrate
 from provenance.store.sources import SourceStore
-from tests.conftest import make_settings
 from tests.jobs.test_worker import handbook, staged
-from tests.reliability.support import drop_schema
+from tests.reliability.support import migrated_schema
 
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def queue_db(pg_dsn: str, data_dir: Path) -> AsyncIterator[tuple[Settings, object]]:
-    settings = make_settings(pg_dsn, data_dir, ingest_threads=1, embed_threads=1)
-    pool = await create_pool(pg_dsn, settings)
-    await migrate(pool)
-    try:
-        yield settings, pool
-    finally:
-        await pool.close()
-        await drop_schema(pg_dsn, settings.database.schema)
+    async with migrated_schema(pg_dsn, data_dir, ingest_threads=1, embed_threads=1) as db:
+        yield db
 
 
 async def jobs_of(pool: object, corpus: str) -> list[tuple[str, str, str | None, str | None]]:

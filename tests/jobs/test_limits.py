@@ -19,10 +19,8 @@ from provenance.jobs.queue import JobStore
 from provenance.jobs.worker import Worker, kept_name
 from provenance.services import load_embedder
 from provenance.settings import Settings
-from provenance.store.pool import create_pool, migrate
 from provenance.store.sources import SourceStore
-from tests.conftest import make_settings
-from tests.reliability.support import drop_schema
+from tests.reliability.support import migrated_schema
 
 BOUNDS = Bounds(expanded_bytes=10_000_000, ratio=100, pdf_pages=2000)
 GOOD = b"# Lockers\n\n## Keys\n\nLocker keys are issued by the facilities desk for a deposit of ten dollars.\n"
@@ -91,16 +89,10 @@ def test_a_pdf_bomb_stream_and_ten_thousand_pages_are_refused_and_a_small_pdf_is
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def db(pg_dsn: str, data_dir: Path) -> AsyncIterator[tuple[Settings, object]]:
-    settings = make_settings(
+    async with migrated_schema(
         pg_dsn, data_dir, upload_max_expanded_bytes=10_000_000, corpus_max_passages=4, ingest_threads=1
-    )
-    pool = await create_pool(pg_dsn, settings)
-    await migrate(pool)
-    try:
-        yield settings, pool
-    finally:
-        await pool.close()
-        await drop_schema(pg_dsn, settings.database.schema)
+    ) as db:
+        yield db
 
 
 async def run(settings: Settings, pool: object, files: list[tuple[str, bytes]]) -> dict[str, dict]:  # type: ignore[type-arg]

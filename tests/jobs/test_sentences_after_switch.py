@@ -32,7 +32,7 @@ from provenance.store.pool import create_pool, migrate
 from tests.claims.test_sentence_vectors import CountingEmbedder
 from tests.conftest import make_settings
 from tests.jobs.test_worker import handbook
-from tests.reliability.support import drop_schema, serving_keys
+from tests.reliability.support import drop_schema, migrated_schema, serving_keys
 
 
 async def with_vectors(pool: Any, corpus: str) -> dict[str, list[tuple[int, int, int, list[float]]]]:
@@ -145,14 +145,8 @@ def test_an_upload_answers_before_its_sentence_vectors_exist_and_its_job_says_so
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def queue_db(pg_dsn: str, data_dir: Path) -> AsyncIterator[tuple[Settings, Any]]:
-    settings = make_settings(pg_dsn, data_dir, ingest_threads=1)
-    pool = await create_pool(pg_dsn, settings)
-    await migrate(pool)
-    try:
-        yield settings, pool
-    finally:
-        await pool.close()
-        await drop_schema(pg_dsn, settings.database.schema)
+    async with migrated_schema(pg_dsn, data_dir, ingest_threads=1) as db:
+        yield db
 
 
 async def until(check: Callable[[], Awaitable[bool]], running: asyncio.Task[Any], what: str) -> None:

@@ -25,7 +25,7 @@ from provenance.settings import Settings
 from provenance.store.pool import create_pool, migrate
 from provenance.store.sources import SourceStore
 from tests.conftest import LiveServer, make_settings
-from tests.reliability.support import drop_schema
+from tests.reliability.support import drop_schema, migrated_schema
 
 
 def handbook(sections: int, topic: str) -> bytes:
@@ -41,14 +41,8 @@ def handbook(sections: int, topic: str) -> bytes:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def queue_db(pg_dsn: str, data_dir: Path) -> AsyncIterator[tuple[Settings, object]]:
-    settings = make_settings(pg_dsn, data_dir, ingest_threads=1)
-    pool = await create_pool(pg_dsn, settings)
-    await migrate(pool)
-    try:
-        yield settings, pool
-    finally:
-        await pool.close()
-        await drop_schema(pg_dsn, settings.database.schema)
+    async with migrated_schema(pg_dsn, data_dir, ingest_threads=1) as db:
+        yield db
 
 
 def worker(settings: Settings, pool: object, name: str) -> Worker:

@@ -81,6 +81,19 @@ async def drop_schema(pg_dsn: str, schema: str) -> None:
 
 
 @contextlib.asynccontextmanager
+async def migrated_schema(pg_dsn: str, data_dir: Path, **overrides: Any) -> AsyncIterator[tuple[Settings, Any]]:
+    """A schema of its own, migrated, with a pool on it; dropped after. `overrides`: make_settings's."""
+    settings = make_settings(pg_dsn, data_dir, **overrides)
+    pool = await create_pool(pg_dsn, settings)
+    await migrate(pool)
+    try:
+        yield settings, pool
+    finally:
+        await pool.close()
+        await drop_schema(pg_dsn, settings.database.schema)
+
+
+@contextlib.asynccontextmanager
 async def one_slot_server(
     pg_dsn: str, data_dir: Path, fake: FakeAnthropic, *, key_name: str, timeout_s: float, **limits: Any
 ) -> AsyncIterator[tuple[LiveServer, str, Settings]]:
