@@ -2,7 +2,7 @@
 passages answerable), run by an ingest worker in this process as `serve` runs one (INGEST_THREADS=1), and
 the peak RSS of `provenance worker --once` running a like job in a process of its own.
 
-    .venv/bin/python -m bench.upload_jobs [--no-write]
+    .venv/bin/python -m bench.upload_jobs [--no-write] [--sizes | --phases N [--mixed]]
 
 Starts its own embedded Postgres and rewrites only its section of docs/benchmarks.md. The document is
 corpus/'s Markdown, its sections cycled under numbered headings (each pass's sections distinct passages)
@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import os
 import resource
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,6 +31,7 @@ from provenance.settings import load_settings
 from provenance.store.pool import resolve_database_url
 
 BEGIN, END = "<!-- bench:upload_jobs -->", "<!-- /bench:upload_jobs -->"
+SIZES_BEGIN, SIZES_END = "<!-- bench:upload_sizes -->", "<!-- /bench:upload_sizes -->"
 HANDBOOK = Path("/work/shared/corpora/18f-handbook/pages")
 
 
@@ -113,6 +116,75 @@ async def _served_phases(runs: int, mixed: bool) -> list[dict[str, float]]:
     return out
 
 
+async def fifty_page_pdf(pages: int = 50) -> bytes:
+    """A PDF of `pages` A5 pages printed by Chromium from `mixed_markdown`'s HTML (corpus/'s sections first,
+    so the bench's question is answerable from it), cut to `pages` with pypdf."""
+    import pypdf
+
+    from tests.ingest.documents_support import html_to_pdf, markdown_to_html
+
+    with tempfile.TemporaryDirectory(prefix="bench-pdf-") as tmp:
+        printed = await html_to_pdf(
+            markdown_to_html(mixed_markdown(pages * 2_500, "pdf").decode(), title="Handbook"), Path(tmp) / "p.pdf"
+        )
+        reader, writer = pypdf.PdfReader(printed), pypdf.PdfWriter()
+        assert len(reader.pages) >= pages, f"printed {len(reader.pages)} pages, fewer than {pages}"
+        for page in reader.pages[:pages]:
+            writer.add_page(page)
+        out = io.BytesIO()
+        writer.write(out)
+        return out.getvalue()
+
+
+async def _sizes() -> tuple[list[tuple[str, int, dict[str, float]]], float]:
+    """Issue 45's three uploads, each into a fresh corpus of one fresh database and timed from its request to
+    its first answer and to its job's end: a 50 KB Markdown file (which meets no stored word vector), a 1 MB
+    one, and a 50-page PDF. Returns each with its bytes, and the process's peak RSS in MiB."""
+    docs = [
+        ("50 KB Markdown", "h50k.md", mixed_markdown(50_000, "s")),
+        ("1 MB Markdown", "h1m.md", mixed_markdown(1_000_000, "m")),
+        ("50-page PDF", "h50.pdf", await fifty_page_pdf()),
+    ]
+    settings = load_settings()
+    async with scratch_store(settings) as (_, scratch):
+        served = scratch.with_overrides(
+            profile="local", ingest_workers=1, ingest_threads=1, rate_limit_per_hour=0, upload_rate_per_hour=0
+        )
+        dsn = resolve_database_url(served)
+        key = await admin_key(served, dsn)
+        phases = Phases()
+        out = []
+        with wrapped(phases), InProcessServer(served) as server:
+            for n, (label, name, data) in enumerate(docs):
+                print(f"{label}: {len(data)} bytes, load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
+                run = await asyncio.to_thread(upload_to_answer, server.url, key, f"size{n}", name, data, phases)
+                times = await job_times(served, dsn, run["job"])
+                out.append((f"{label}, {times['passages']:.0f} passages", len(data), breakdown(run, times)))
+    return out, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def sizes_section(runs: list[tuple[str, int, dict[str, float]]], peak_mib: float, load: str) -> str:
+    rows = ["| phase | " + " | ".join(f"{label}, {size / 1000:,.0f} KB" for label, size, _ in runs) + " |"]
+    rows.append("|---|" + "---:|" * len(runs))
+    for phase in runs[0][2]:
+        rows.append(f"| {phase} | " + " | ".join(f"{r[phase]:.2f} s" for _, _, r in runs) + " |")
+    return f"""{SIZES_BEGIN}
+## Upload to answerable, by size (bench/upload_jobs.py --sizes)
+
+On {machine()}, load average {load} at the start. The real app on loopback in the bench's process (one
+in-process ingest worker, INGEST_THREADS=1, PROFILE=local), each file uploaded into a fresh corpus of one fresh
+database, in this order, and timed from its request to the first `/ask` answered from it (bench/upload_phases.py),
+then to its job's end (the sentences phase runs after the corpus already answers). The files: `mixed_markdown`
+(corpus/'s sections, then 18F handbook pages) of 50 KB and 1 MB, and a 50-page A5 PDF printed by Chromium from
+the same text.
+
+{chr(10).join(rows)}
+
+Peak RSS of the process (the server with its worker, and the bench's client): {peak_mib:.0f} MiB (the ingest
+bound is 1.5 GB). Targets (issue 45): a 50 KB file answerable within 15 s, a 1 MB one within 2 minutes.
+{SIZES_END}"""
+
+
 def phases_table(runs: list[dict[str, float]]) -> str:
     head = "| phase | " + " | ".join(f"upload {n + 1}" for n in range(len(runs))) + " |"
     rows = [head, "|---|" + "---:|" * len(runs)]
@@ -149,7 +221,17 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--phases", type=int, default=0, help="only the phases of N served uploads, printed")
     parser.add_argument("--mixed", action="store_true", help="--phases of mixed_markdown's file, not the cycled one")
+    parser.add_argument("--sizes", action="store_true", help="a 50 KB and a 1 MB Markdown file and a 50-page PDF")
     args = parser.parse_args()
+    if args.sizes:
+        start_load = f"{os.getloadavg()[0]:.2f}"
+        with embedded_data_dir("provenance-bench-sizes-"):
+            sized, peak = asyncio.run(_sizes())
+            text = sizes_section(sized, peak, start_load)
+            print(text, flush=True)
+        if not args.no_write:
+            write_section(Path(REPO_ROOT / "docs" / "benchmarks.md"), SIZES_BEGIN, SIZES_END, text)
+        return
     if args.phases:
         load = os.getloadavg()
         with embedded_data_dir("provenance-bench-phases-"):
