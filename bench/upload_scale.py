@@ -161,8 +161,9 @@ def throughput(n: int, data_dir: Path) -> dict[str, Any]:
             print(f"{side} of {len(files)} files, load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
             runs[side].append(cli_run(folder) if side == "cli" else api_run(folder, data_dir))
             print(f"  {runs[side][-1]}", file=sys.stderr, flush=True)
+    size = sum(p.stat().st_size for p in files)
     shutil.rmtree(folder, ignore_errors=True)
-    return {"files": len(files), "bytes": sum(p.stat().st_size for p in files) if files else 0, **runs}
+    return {"files": len(files), "bytes": size, **runs}
 
 
 def _asks(url: str, questions: list[str], tag: str, still: Any, *, rounds: int = 1) -> tuple[list[float], list[float]]:
