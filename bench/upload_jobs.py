@@ -96,9 +96,10 @@ async def measure() -> dict[str, float]:
     }
 
 
-async def _served_phases(runs: int, mixed: bool) -> list[dict[str, float]]:
-    """`runs` uploads of a 50 KB Markdown file into fresh corpora of one fresh database, each timed from its
-    request to its first answer (bench/upload_phases.py); the first meets no stored word vector."""
+async def _served_uploads(docs: list[tuple[str, bytes]]) -> list[tuple[dict[str, float], float]]:
+    """Each (file name, bytes) uploaded into a fresh corpus of one fresh database, in order, and timed from its
+    request to its first answer and its job's end (bench/upload_phases.py); the first meets no stored word
+    vector. Returns each upload's phases and its job's passages."""
     settings = load_settings()
     async with scratch_store(settings) as (_, scratch):
         served = scratch.with_overrides(
@@ -109,11 +110,18 @@ async def _served_phases(runs: int, mixed: bool) -> list[dict[str, float]]:
         phases = Phases()
         out = []
         with wrapped(phases), InProcessServer(served) as server:
-            for n in range(runs):
-                doc = mixed_markdown(50_000, f"p{n}") if mixed else markdown_of(50_000, f"p{n}")
-                run = await asyncio.to_thread(upload_to_answer, server.url, key, f"phases{n}", "h.md", doc, phases)
-                out.append(breakdown(run, await job_times(served, dsn, run["job"])))
+            for n, (name, data) in enumerate(docs):
+                print(f"{name}: {len(data)} bytes, load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
+                run = await asyncio.to_thread(upload_to_answer, server.url, key, f"upload{n}", name, data, phases)
+                times = await job_times(served, dsn, run["job"])
+                out.append((breakdown(run, times), times["passages"]))
     return out
+
+
+async def _served_phases(runs: int, mixed: bool) -> list[dict[str, float]]:
+    """`runs` uploads of a 50 KB Markdown file, each timed from its request to its first answer."""
+    make = mixed_markdown if mixed else markdown_of
+    return [phases for phases, _ in await _served_uploads([("h.md", make(50_000, f"p{n}")) for n in range(runs)])]
 
 
 async def fifty_page_pdf(pages: int = 50) -> bytes:
@@ -145,22 +153,10 @@ async def _sizes() -> tuple[list[tuple[str, int, dict[str, float]]], float]:
         ("1 MB Markdown", "h1m.md", mixed_markdown(1_000_000, "m")),
         ("50-page PDF", "h50.pdf", await fifty_page_pdf()),
     ]
-    settings = load_settings()
-    async with scratch_store(settings) as (_, scratch):
-        served = scratch.with_overrides(
-            profile="local", ingest_workers=1, ingest_threads=1, rate_limit_per_hour=0, upload_rate_per_hour=0
-        )
-        dsn = resolve_database_url(served)
-        key = await admin_key(served, dsn)
-        phases = Phases()
-        out = []
-        with wrapped(phases), InProcessServer(served) as server:
-            for n, (label, name, data) in enumerate(docs):
-                print(f"{label}: {len(data)} bytes, load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
-                run = await asyncio.to_thread(upload_to_answer, server.url, key, f"size{n}", name, data, phases)
-                times = await job_times(served, dsn, run["job"])
-                out.append((f"{label}, {times['passages']:.0f} passages", len(data), breakdown(run, times)))
-    return out, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    served = await _served_uploads([(name, data) for _, name, data in docs])
+    sized = [(f"{label}, {passages:.0f} passages", len(data), phases) for (label, _, data), (phases, passages) in
+             zip(docs, served, strict=True)]  # fmt: skip
+    return sized, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def sizes_section(runs: list[tuple[str, int, dict[str, float]]], peak_mib: float, load: str) -> str:
