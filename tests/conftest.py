@@ -28,6 +28,7 @@ from provenance.store.pool import create_pool, migrate
 from tests.fake_anthropic import FakeAnthropic
 
 CORPUS = REPO_ROOT / "corpus"
+KEEP_ALIVE_S = 30.0  # uvicorn's idle keep-alive for LiveServer: longer than any test client's (LiveServer says why)
 
 
 @pytest.fixture(scope="session")
@@ -114,8 +115,17 @@ class LiveServer:
         self.http = http
         # The protocol `provenance serve` uses (httptools unless `http` says h11), with its header deadline.
         protocol = http_protocol(http, settings.server.request_header_timeout_s)
+        # The server keeps an idle connection open longer than the tests' clients do (httpx's keepalive_expiry,
+        # 5 s): the side that closes an idle connection must be the client. With uvicorn's 5 s on both, the
+        # server closed connections that a client on a loaded machine had just taken from its pool to send
+        # a request on, and the request was reset (httpx.ReadError in the overload burst, at load 5).
         config = uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=self.port, log_level="warning", http=protocol
+            create_app(settings),
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            http=protocol,
+            timeout_keep_alive=KEEP_ALIVE_S,
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(
