@@ -37,6 +37,7 @@ READ_TIMEOUT_S = 1.0
 HEADER_TIMEOUT_S = 1.0
 QUESTION = "How much does a standard locker cost per month?"
 QUEUE_WAIT_S = 120.0
+SLACK_S = 4.0
 
 
 class Guarded:
@@ -72,6 +73,13 @@ async def guarded(
     with LiveServer(settings) as server:
         yield Guarded(server, fake, key)
     await drop_schema(pg_dsn, settings.database.schema)
+
+
+def _held_ms(headers: httpx.Headers) -> float:
+    """Milliseconds the server says it held the request (`Server-Timing: app;dur=MS`)."""
+    name, _, duration = headers["server-timing"].partition(";dur=")
+    assert name == "app", headers["server-timing"]
+    return float(duration)
 
 
 def _trickle(port: int, give_up_s: float) -> tuple[bytes, float]:
@@ -115,27 +123,32 @@ def test_a_slow_body_is_cut_off_and_does_not_starve_others(guarded: Guarded) -> 
     with ThreadPoolExecutor(max_workers=4) as pool:
         slow = [pool.submit(_trickle, server.port, 10.0) for _ in range(3)]
         time.sleep(0.2)  # the slow clients are connected and trickling
-        normal_ms = []
-        with httpx.Client(base_url=server.url, timeout=5) as client:
+        normal_ms, waited_ms = [], []
+        with httpx.Client(base_url=server.url, timeout=30) as client:
             for _ in range(3):
-                started = time.perf_counter()
-                r = client.post(
-                    "/ask",
-                    json={"question": QUESTION},
-                    headers=auth,
-                )
-                normal_ms.append((time.perf_counter() - started) * 1000)
+                r = client.post("/ask", json={"question": QUESTION}, headers=auth)
                 assert r.status_code == 200, r.text
+                body = r.json()
+                normal_ms.append(_held_ms(r.headers))
+                # What the server held it for beyond answering it: its wait for a pipeline slot, and its
+                # time outside the pipeline (reading its body, sending the answer).
+                waited_ms.append(body["stages"]["admission"]["ms"] + normal_ms[-1] - body["totalMs"])
         results = [f.result() for f in slow]
-    assert max(normal_ms) < 2000, normal_ms
+    # Starved, a normal question would wait for something a trickling body holds (a pipeline slot, a
+    # connection) until that body's 1 s read budget ran out. The waits are the server's own measures and
+    # leave out the pipeline's work: on a loaded CI machine (load 7) that work alone took 1.9 s of server
+    # time, and this process's clock counts more, seconds its threads wait for the CPU.
+    assert max(waited_ms) < READ_TIMEOUT_S * 1000, waited_ms
     for received, elapsed in results:
-        # Cut off at the read budget (with slack for a busy machine), long before the body would finish.
-        assert elapsed < READ_TIMEOUT_S + 2.0, elapsed
+        # Cut off at the read budget, long before the body (one byte each 0.1 s, 21 s of them) would finish;
+        # the slack is for this client thread's own turns on a loaded machine.
+        assert elapsed < READ_TIMEOUT_S + SLACK_S, elapsed
         assert received.startswith(b"HTTP/1.1 408"), received[:200]
         assert b'"request_timeout"' in received
     print(
         f"\nslow body: {len(results)} trickling clients cut off after "
-        f"{max(e for _, e in results):.2f}s with 408; normal /ask meanwhile {max(normal_ms):.0f} ms at worst"
+        f"{max(e for _, e in results):.2f}s with 408; normal /ask meanwhile held {max(normal_ms):.0f} ms at worst,"
+        f" {max(waited_ms):.0f} ms of it waiting"
     )
 
 
