@@ -24,6 +24,7 @@ from provenance.ingest.chunking import Chunk, chunk_blocks
 from provenance.ingest.describe import EXAMPLE_FILES, CorpusMeta, describe
 from provenance.ingest.documents.blocks import Block, Document
 from provenance.ingest.documents.read import SUFFIXES, TEXT_SUFFIXES, read_document
+from provenance.ingest.reuse import Reuse
 from provenance.report import ProgressBar
 from provenance.store.corpora import CorpusDescription, CorpusState, CorpusStore, Staged, StagedState
 from provenance.wire import DEFAULT_CORPUS, valid_name
@@ -122,12 +123,17 @@ def candidates(directory: Path) -> list[tuple[str, Path]]:
     return out
 
 
-def _read_one(name: str, path: Path) -> SourceFile | str | None:
-    """The file read with its format's reader; its reason when it can't be read (an unknown format, binary
-    or non-UTF-8 text, empty, encrypted, scanned, corrupt); None for a note that documents the corpus."""
+def _read_one(name: str, path: Path, reuse: Reuse | None = None) -> SourceFile | str | None:
+    """The file read with its format's reader (or its parse found in `reuse`, by name and content); its reason
+    when it can't be read (an unknown format, binary or non-UTF-8 text, empty, encrypted, scanned, corrupt);
+    None for a note that documents the corpus."""
     raw = path.read_bytes()
     if path.suffix.lower() in TEXT_SUFFIXES and raw.decode("utf-8", "replace").lstrip().startswith(IGNORE_MARKER):
         return None
+    raw_hash = hashlib.sha256(raw).hexdigest()
+    parsed = reuse.parsed.get((name, raw_hash)) if reuse is not None else None
+    if parsed is not None:
+        return SourceFile(name, parsed[0], raw_hash, parsed[1])
     try:
         blocks = read_document(name, raw)
     except UnreadableDocument as exc:
@@ -135,13 +141,16 @@ def _read_one(name: str, path: Path) -> SourceFile | str | None:
     if not any(b.text.strip() for b in blocks):
         return "no text"
     text = raw.decode("utf-8").lstrip("\ufeff") if path.suffix.lower() in TEXT_SUFFIXES else ""
-    return SourceFile(name, text or Document(blocks).as_markdown(), hashlib.sha256(raw).hexdigest(), blocks)
+    source = SourceFile(name, text or Document(blocks).as_markdown(), raw_hash, blocks)
+    if reuse is not None:
+        reuse.parsed.put((name, raw_hash), (source.text, blocks))
+    return source
 
 
-def iter_sources(directory: Path, skipped: list[tuple[str, str]]) -> Iterator[SourceFile]:
+def iter_sources(directory: Path, skipped: list[tuple[str, str]], reuse: Reuse | None = None) -> Iterator[SourceFile]:
     """Every readable document under directory, one at a time; what can't be read is added to `skipped`."""
     for name, path in candidates(directory):
-        read = _read_one(name, path)
+        read = _read_one(name, path, reuse)
         if isinstance(read, str):
             skipped.append((name, read))
         elif read is not None:
@@ -303,6 +312,7 @@ async def ingest(
     recorded_dir: Path | None = None,
     cite: Callable[[str, str], str] | None = None,
     defer_sentences: bool = False,
+    reuse: Reuse | None = None,
 ) -> IngestReport:
     """Ingest `directory` into `corpus`: files are read one at a time, passages and their sentences embedded
     in bounded windows and staged batch by batch, and the corpus switched over in one final transaction. An
@@ -314,7 +324,10 @@ async def ingest(
     `defer_sentences`: embed and stage only the passages' vectors, so the switch comes sooner; the new
     passages' sentence (and word) vectors are then the caller's to compute (`fill_missing_sentences` with
     the corpus), after the switch. An upload's job does this: sentences are 9 in 10 of the texts a document
-    embeds, and answering needs none of them stored (the verifier embeds what the store lacks)."""
+    embeds, and answering needs none of them stored (the verifier embeds what the store lacks).
+
+    `reuse`: documents parsed and chunked before, found there by name and content instead of read again (a
+    worker's, across its jobs: each rebuilds its corpus from every document it holds)."""
     if not valid_name(corpus):
         raise ConfigurationError(
             f"corpus name {corpus!r}: use 1-40 lowercase letters, digits, '-' or '_', starting with a letter or digit"
@@ -322,7 +335,7 @@ async def ingest(
     # Pass 1: what the folder holds (names, hashes, outlines), so an unchanged corpus loads no embedder. Read
     # off the event loop, as the chunking and the embedder's load below are: in a worker inside the server,
     # that loop answers /ask meanwhile.
-    survey = await asyncio.to_thread(_survey, directory)
+    survey = await asyncio.to_thread(_survey, directory, reuse)
     report = IngestReport(files=len(survey.hashes), skipped_files=survey.skipped, corpus=corpus)
     meta = await asyncio.to_thread(describe, directory, survey.outlines)
     survey.outlines = []
@@ -338,7 +351,7 @@ async def ingest(
     report.resumed = sum(1 for s in staged.values() if s.embedded or s.sentences_segmenter)
     # Pass 2: chunk each file, and embed and stage what is not stored or staged already.
     passes = _Staging(
-        store, corpus, model_name, embedder, report, batch_size, live, staged, on_progress, cite, defer_sentences
+        store, corpus, model_name, embedder, report, batch_size, live, staged, on_progress, cite, defer_sentences, reuse
     )
     await passes.stage_files(directory, survey, max_tokens)
 
@@ -390,10 +403,10 @@ class _Survey:
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _survey(directory: Path) -> _Survey:
+def _survey(directory: Path, reuse: Reuse | None = None) -> _Survey:
     survey = _Survey()
     kept_chars = 0
-    for source in iter_sources(directory, survey.skipped):
+    for source in iter_sources(directory, survey.skipped, reuse):
         survey.hashes.append((source.name, source.raw_hash))
         survey.outlines.append((source.name, _outline(source.text)))
         size = sum(len(b.text) for b in source.blocks)
@@ -454,8 +467,9 @@ class _Staging:
         on_progress: Callable[[IngestReport, int], None] | None = None,
         cite: Callable[[str, str], str] | None = None,
         defer_sentences: bool = False,
+        reuse: Reuse | None = None,
     ) -> None:
-        self.on_progress, self.cite, self.defer_sentences = on_progress, cite, defer_sentences
+        self.on_progress, self.cite, self.defer_sentences, self.reuse = on_progress, cite, defer_sentences, reuse
         self.store, self.corpus, self.model_name, self.embedder = store, corpus, model_name, embedder
         self.report, self.batch_size, self.live, self.staged = report, batch_size, live, staged
         self.content: dict[str, str] = {}  # passage id -> content hash: the corpus version, and duplicate ids
@@ -478,15 +492,21 @@ class _Staging:
         progress.close()
 
     def _chunks(self, directory: Path, survey: _Survey, name: str, max_tokens: int) -> list[Chunk]:
-        """One file's passages, read again unless pass 1 kept it."""
-        doc = survey.kept.pop(name, None) or _read_one(name, directory / name)
+        """One file's passages, read again unless pass 1 kept it, and cut again unless `reuse` has them."""
+        doc = survey.kept.pop(name, None) or _read_one(name, directory / name, self.reuse)
         if not isinstance(doc, SourceFile):  # changed since pass 1
             raise ConfigurationError(f"{name} changed while it was being ingested; run the ingest again")
-        chunks = chunk_blocks(doc.name, doc.blocks, self.embedder.count_tokens, max_tokens)
+        # What cuts a document's passages: its name (their ids), its content, the limit and the tokenizer.
+        key = (doc.name, doc.raw_hash, max_tokens, self.model_name)
+        cut = self.reuse.chunks.get(key) if self.reuse is not None else None
+        if cut is None:
+            cut = tuple(chunk_blocks(doc.name, doc.blocks, self.embedder.count_tokens, max_tokens))
+            if self.reuse is not None:
+                self.reuse.chunks.put(key, cut)
         if self.cite is None:
-            return list(chunks)
+            return list(cut)
         cite = self.cite
-        return [dataclasses.replace(c, source=cite(doc.name, c.heading)) for c in chunks]
+        return [dataclasses.replace(c, source=cite(doc.name, c.heading)) for c in cut]
 
     async def _add(self, chunk: Chunk) -> None:
         if chunk.id in self.content:

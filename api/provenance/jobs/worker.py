@@ -34,6 +34,7 @@ from provenance.inference.embedder import Embedder
 from provenance.ingest.bombs import Bounds, docx_refusal, pdf_refusal
 from provenance.ingest.describe import EXAMPLE_FILES
 from provenance.ingest.folder import IngestReport, corpus_version, fill_missing_sentences, fingerprint, ingest
+from provenance.ingest.reuse import Reuse
 from provenance.jobs.queue import LEASE_S, Job, JobProgress, JobStore
 from provenance.jobs.sites import citations, sync_corpus
 from provenance.logs import get_logger
@@ -117,8 +118,9 @@ class JobRun:
         store: CorpusStore,
         embedder_factory: Callable[[], Embedder],
         settings: Settings,
+        reuse: Reuse | None = None,
     ) -> None:
-        self.job, self.corpus = job, job.corpus
+        self.job, self.corpus, self.reuse = job, job.corpus, reuse
         self.documents, self.store, self.embedder_factory, self.settings = documents, store, embedder_factory, settings
         self.progress = JobProgress()
         limits = settings.ingest
@@ -169,6 +171,7 @@ class JobRun:
                     recorded_dir=folder,
                     cite=await citations(self),
                     defer_sentences=True,
+                    reuse=self.reuse,
                 )
             except ConfigurationError as exc:
                 # Nothing readable at all: the corpus is left as it was, and every document says why.
@@ -326,6 +329,10 @@ class Worker:
         self.store = CorpusStore(pool)
         self.warm = WarmEmbedder(embedder_factory)
         self.embedder_factory: Callable[[], Embedder] = self.warm
+        # Its jobs' parsed documents and passages, for the next job's rebuild; dropped when idle, as the
+        # embedder is.
+        self.reuse = Reuse()
+        self._ran = time.monotonic()
         self.name = name or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
         self.on_done = on_done
         self._wake = asyncio.Event()
@@ -345,7 +352,7 @@ class Worker:
             # A `provenance ingest` that stopped before its end: its folder is on its own machine, not here.
             await self.jobs.abandon(job.id, self.name)
             return True
-        run = JobRun(job, self.documents, self.store, self.embedder_factory, self.settings)
+        run = JobRun(job, self.documents, self.store, self.embedder_factory, self.settings, self.reuse)
         beating = asyncio.create_task(self._heartbeat(run, asyncio.current_task()))
         try:
             if job.kind == "add":
@@ -385,6 +392,7 @@ class Worker:
         finally:
             beating.cancel()
             self.warm.touch()
+            self._ran = time.monotonic()
             if self.on_done is not None:
                 self.on_done()
         return True
@@ -413,6 +421,8 @@ class Worker:
                     for corpus in await self.jobs.schedule_syncs():
                         log.info("site sync scheduled", corpus=corpus)
                     self.warm.drop_idle()
+                    if self.reuse and time.monotonic() - self._ran > WarmEmbedder.KEEP_S:
+                        self.reuse = Reuse()
                     await self._idle()
             except asyncio.CancelledError:
                 raise
