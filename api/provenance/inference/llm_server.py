@@ -250,7 +250,11 @@ def start_server(
     return server
 
 
-_SERVING = re.compile(rb"^serving .* on http://127\.0\.0\.1:(\d+)$", re.MULTILINE)
+# Found anywhere, not as a line of its own: llama.cpp writes its log lines to the same file in pieces (a
+# timestamp, then the message), and one of its pieces can land on either side of this line's text (a CI run
+# saw `0.01.014.213 serving ... on http://127.0.0.1:43101I srv init: model loaded`, and waited out
+# the start's 120 s). `(ready)` ends the port where it was written, whatever digits follow it.
+_SERVING = re.compile(rb"serving .*? on http://127\.0\.0\.1:(\d+) \(ready\)")
 
 
 def _served_port(log: Path, offset: int) -> int:
@@ -330,7 +334,10 @@ def serve_forever(model: Path, port: int, threads: int, ctx: int) -> None:
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     server = xlc.Server(params)
-    print(f"serving {model.name} on {server.listening_address}", flush=True)
+    # One write, so that nothing llama.cpp writes meanwhile lands inside the line (the file is opened for
+    # appending: each write lands whole).
+    sys.stdout.write(f"serving {model.name} on {server.listening_address} (ready)\n")
+    sys.stdout.flush()
     # The server runs on its own threads; this one waits until the process is told to stop.
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
