@@ -96,14 +96,21 @@ async def measure() -> dict[str, float]:
     }
 
 
-async def _served_uploads(docs: list[tuple[str, bytes]]) -> list[tuple[dict[str, float], float]]:
+async def _served_uploads(
+    docs: list[tuple[str, bytes]], threads: int | None = None
+) -> list[tuple[dict[str, float], float]]:
     """Each (file name, bytes) uploaded into a fresh corpus of one fresh database, in order, and timed from its
     request to its first answer and its job's end (bench/upload_phases.py); the first meets no stored word
-    vector. Returns each upload's phases and its job's passages."""
+    vector. `threads`: the worker's INGEST_THREADS (else the setting's). Returns each upload's phases and its
+    job's passages."""
     settings = load_settings()
     async with scratch_store(settings) as (_, scratch):
         served = scratch.with_overrides(
-            profile="local", ingest_workers=1, ingest_threads=1, rate_limit_per_hour=0, upload_rate_per_hour=0
+            profile="local",
+            ingest_workers=1,
+            ingest_threads=threads or settings.ingest.threads,
+            rate_limit_per_hour=0,
+            upload_rate_per_hour=0,
         )
         dsn = resolve_database_url(served)
         key = await admin_key(served, dsn)
@@ -118,10 +125,11 @@ async def _served_uploads(docs: list[tuple[str, bytes]]) -> list[tuple[dict[str,
     return out
 
 
-async def _served_phases(runs: int, mixed: bool) -> list[dict[str, float]]:
+async def _served_phases(runs: int, mixed: bool, threads: int | None) -> list[dict[str, float]]:
     """`runs` uploads of a 50 KB Markdown file, each timed from its request to its first answer."""
     make = mixed_markdown if mixed else markdown_of
-    return [phases for phases, _ in await _served_uploads([("h.md", make(50_000, f"p{n}")) for n in range(runs)])]
+    docs = [("h.md", make(50_000, f"p{n}")) for n in range(runs)]
+    return [phases for phases, _ in await _served_uploads(docs, threads)]
 
 
 async def fifty_page_pdf(pages: int = 50) -> bytes:
@@ -144,7 +152,7 @@ async def fifty_page_pdf(pages: int = 50) -> bytes:
         return out.getvalue()
 
 
-async def _sizes() -> tuple[list[tuple[str, int, dict[str, float]]], float]:
+async def _sizes(threads: int | None) -> tuple[list[tuple[str, int, dict[str, float]]], float]:
     """Issue 45's three uploads, each into a fresh corpus of one fresh database and timed from its request to
     its first answer and to its job's end: a 50 KB Markdown file (which meets no stored word vector), a 1 MB
     one, and a 50-page PDF. Returns each with its bytes, and the process's peak RSS in MiB."""
@@ -153,13 +161,13 @@ async def _sizes() -> tuple[list[tuple[str, int, dict[str, float]]], float]:
         ("1 MB Markdown", "h1m.md", mixed_markdown(1_000_000, "m")),
         ("50-page PDF", "h50.pdf", await fifty_page_pdf()),
     ]
-    served = await _served_uploads([(name, data) for _, name, data in docs])
+    served = await _served_uploads([(name, data) for _, name, data in docs], threads)
     sized = [(f"{label}, {passages:.0f} passages", len(data), phases) for (label, _, data), (phases, passages) in
              zip(docs, served, strict=True)]  # fmt: skip
     return sized, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def sizes_section(runs: list[tuple[str, int, dict[str, float]]], peak_mib: float, load: str) -> str:
+def sizes_section(runs: list[tuple[str, int, dict[str, float]]], peak_mib: float, load: str, threads: int) -> str:
     rows = ["| phase | " + " | ".join(f"{label}, {size / 1000:,.0f} KB" for label, size, _ in runs) + " |"]
     rows.append("|---|" + "---:|" * len(runs))
     for phase in runs[0][2]:
@@ -168,7 +176,7 @@ def sizes_section(runs: list[tuple[str, int, dict[str, float]]], peak_mib: float
 ## Upload to answerable, by size (bench/upload_jobs.py --sizes)
 
 On {machine()}, load average {load} at the start. The real app on loopback in the bench's process (one
-in-process ingest worker, INGEST_THREADS=1, PROFILE=local), each file uploaded into a fresh corpus of one fresh
+in-process ingest worker, INGEST_THREADS={threads}, PROFILE=local), each file uploaded into a fresh corpus of one fresh
 database, in this order, and timed from its request to the first `/ask` answered from it (bench/upload_phases.py),
 then to its job's end (the sentences phase runs after the corpus already answers). The files: `mixed_markdown`
 (corpus/'s sections, then 18F handbook pages) of 50 KB and 1 MB, and a 50-page A5 PDF printed by Chromium from
@@ -218,12 +226,14 @@ def main() -> None:
     parser.add_argument("--phases", type=int, default=0, help="only the phases of N served uploads, printed")
     parser.add_argument("--mixed", action="store_true", help="--phases of mixed_markdown's file, not the cycled one")
     parser.add_argument("--sizes", action="store_true", help="a 50 KB and a 1 MB Markdown file and a 50-page PDF")
+    parser.add_argument("--ingest-threads", type=int, default=None, help="the worker's INGEST_THREADS (else as set)")
     args = parser.parse_args()
+    threads = args.ingest_threads or load_settings().ingest.threads
     if args.sizes:
         start_load = f"{os.getloadavg()[0]:.2f}"
         with embedded_data_dir("provenance-bench-sizes-"):
-            sized, peak = asyncio.run(_sizes())
-            text = sizes_section(sized, peak, start_load)
+            sized, peak = asyncio.run(_sizes(threads))
+            text = sizes_section(sized, peak, start_load, threads)
             print(text, flush=True)
         if not args.no_write:
             write_section(Path(REPO_ROOT / "docs" / "benchmarks.md"), SIZES_BEGIN, SIZES_END, text)
@@ -231,9 +241,12 @@ def main() -> None:
     if args.phases:
         load = os.getloadavg()
         with embedded_data_dir("provenance-bench-phases-"):
-            runs = asyncio.run(_served_phases(args.phases, args.mixed))
+            runs = asyncio.run(_served_phases(args.phases, args.mixed, threads))
         end = os.getloadavg()[0]
-        print(f"load average at the start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; at the end: {end:.2f}")
+        print(
+            f"INGEST_THREADS={threads}; load average at the start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f};"
+            f" at the end: {end:.2f}"
+        )
         print(phases_table(runs))
         for total in ("**total: request to answered**", "total: request to the job's end"):
             seconds = sorted(r[total] for r in runs)

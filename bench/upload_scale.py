@@ -5,8 +5,8 @@
   each into a fresh schema, the two interleaved (A B, then B A) so that the shared machine's load falls on
   both; both with 2 embedding threads (EMBED_THREADS for the command, `--threads` for the worker). The
   worker's and the command's peak RSS are sampled.
-- `/ask` while a job runs: a server over corpus/ (INGEST_WORKERS=1, INGEST_THREADS=1), cached and uncached
-  questions idle, while an upload's job runs, and idle again; the ratios come from that one run.
+- `/ask` while a job runs: a server over corpus/ (INGEST_WORKERS=1, INGEST_THREADS as set or `--ingest-threads`),
+  cached and uncached questions idle, while an upload's job runs, and idle again; the ratios come from that run.
 
     .venv/bin/python -m bench.upload_scale [--files N] [--asks-only | --throughput-only] [--no-write]
 
@@ -152,11 +152,12 @@ def api_run(folder: Path, data_dir: Path) -> dict[str, float]:
         server.stop()
 
 
-def throughput(n: int, data_dir: Path) -> dict[str, Any]:
+def throughput(n: int, data_dir: Path, pairs: int = 2) -> dict[str, Any]:
+    """`pairs` runs of each side, interleaved: CLI API, then API CLI, and so on."""
     folder = Path(tempfile.mkdtemp(prefix="bench-18f-"))
     files = flat_copy(n, folder)
     runs: dict[str, list[dict[str, float]]] = {"cli": [], "api": []}
-    for order in (("cli", "api"), ("api", "cli")):
+    for order in [("cli", "api") if k % 2 == 0 else ("api", "cli") for k in range(pairs)]:
         for side in order:
             print(f"{side} of {len(files)} files, load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
             runs[side].append(cli_run(folder) if side == "cli" else api_run(folder, data_dir))
@@ -190,9 +191,9 @@ def _asks(url: str, questions: list[str], tag: str, still: Any, *, rounds: int =
     return cached, uncached
 
 
-def asks_under_job(data_dir: Path, n_files: int) -> dict[str, Any]:
+def asks_under_job(data_dir: Path, n_files: int, threads: int) -> dict[str, Any]:
     questions = load_questions(("answerable",))[:12]
-    server = Server(data_dir, INGEST_WORKERS="1", INGEST_THREADS="1", UPLOAD_RATE_PER_HOUR="0")
+    server = Server(data_dir, INGEST_WORKERS="1", INGEST_THREADS=str(threads), UPLOAD_RATE_PER_HOUR="0")
     try:
         server.wait_ready()
         server.settle()
@@ -250,7 +251,7 @@ def _ratio_rows(asks: dict[str, Any]) -> str:
     )
 
 
-def section(tp: dict[str, Any] | None, asks: dict[str, Any] | None, load: str) -> str:
+def section(tp: dict[str, Any] | None, asks: dict[str, Any] | None, load: str, threads: int) -> str:
     parts = [f"{BEGIN}\n## Uploads at scale (bench/upload_scale.py)\n"]
     parts.append(
         f"On {machine()}, load average {load} at the start. Ratios come from one run (`/ask`: idle before and"
@@ -263,9 +264,9 @@ def section(tp: dict[str, Any] | None, asks: dict[str, Any] | None, load: str) -
         ratios = [c / a for c, a in zip(cli, api, strict=True)]
         parts.append(
             f"\n**API upload against `provenance ingest`**, {tp['files']} files of the 18F handbook"
-            f" ({tp['bytes'] / 1000:.0f} KB; the first {tp['files']} of its 246 by path, a subset for the"
-            " time the shared machine allowed), each run into a fresh schema, in the order CLI, API, API, CLI;"
-            " both with 2 embedding threads:\n\n| run | CLI | API | API throughput / CLI's |\n|---|---:|---:|---:|\n"
+            f" ({tp['bytes'] / 1000:.0f} KB{'' if tp['files'] >= 246 else ', the first by path'}), each run into a"
+            " fresh schema, interleaved (CLI API, then API CLI); both with 2 embedding threads, the API's files 20 a"
+            " request to a `provenance worker`:\n\n| run | CLI | API | API throughput / CLI's |\n|---|---:|---:|---:|\n"
             + "".join(f"| {n + 1} | {c:.0f} s | {a:.0f} s | {r:.2f}x |\n" for n, (c, a, r) in enumerate(
                 zip(cli, api, ratios, strict=True)))
             + f"\nMedian ratio {sorted(ratios)[len(ratios) // 2]:.2f}x (target >= 0.9x). Peak RSS: the"
@@ -275,7 +276,7 @@ def section(tp: dict[str, Any] | None, asks: dict[str, Any] | None, load: str) -
         )  # fmt: skip
     if asks is not None:
         parts.append(
-            "\n**`/ask` while an upload's job runs** (one server, INGEST_WORKERS=1, INGEST_THREADS=1; 20 files"
+            f"\n**`/ask` while an upload's job runs** (one server, INGEST_WORKERS=1, INGEST_THREADS={threads}; 20 files"
             " of the 18F handbook uploaded; samples kept only while the job was running, up to 20 passes over"
             " 12 questions, each pass 8 cached asks and 1 uncached a question), one client, sequential; idle is"
             " 5 passes before the job and 5 after:\n\n| | idle | job running | ratio |\n|---|---:|---:|---:|\n"
@@ -292,13 +293,16 @@ def main() -> None:
     parser.add_argument("--asks-only", action="store_true")
     parser.add_argument("--throughput-only", action="store_true")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--pairs", type=int, default=2, help="throughput runs of each side, interleaved")
+    parser.add_argument("--ingest-threads", type=int, default=None, help="the server's INGEST_THREADS (else as set)")
     args = parser.parse_args()
+    threads = args.ingest_threads or load_settings().ingest.threads
     load = f"{os.getloadavg()[0]:.0f}"
     with embedded_data_dir("provenance-bench-scale-") as data_dir:
-        tp = None if args.asks_only else throughput(args.files, data_dir)
-        asks = None if args.throughput_only else asks_under_job(data_dir, PER_REQUEST)
+        tp = None if args.asks_only else throughput(args.files, data_dir, args.pairs)
+        asks = None if args.throughput_only else asks_under_job(data_dir, PER_REQUEST, threads)
         # Printed before Postgres stops: a failed stop must not lose the run.
-        text = section(tp, asks, load)
+        text = section(tp, asks, load, threads)
         print(text, flush=True)
     if not args.no_write:
         write_section(REPO_ROOT / "docs" / "benchmarks.md", BEGIN, END, text)

@@ -89,9 +89,9 @@ def _lifespan(settings: Settings, services: Services | None) -> Callable[[Litest
         gc.collect()
         gc.freeze()
         # Ingest workers beside the API (INGEST_WORKERS): each loads an embedder of its own only while a job
-        # runs, as `provenance ingest` does, with INGEST_THREADS threads (1 by default), so that questions
-        # keep the other cores, on a thread INGEST_NICE below the API's, so that questions come first on the
-        # ones it shares; and the allocator bounded as that command's is, while workers run here.
+        # runs, as `provenance ingest` does, on INGEST_THREADS threads (a core each by default) INGEST_NICE
+        # below the API's, so that questions come first on every core; and the allocator bounded as that
+        # command's is, while workers run here.
         ingest_threads, nice = settings.ingest.threads, settings.ingest.nice
         if settings.ingest.workers:
             bound_allocator()
@@ -99,7 +99,9 @@ def _lifespan(settings: Settings, services: Services | None) -> Callable[[Litest
             Worker(
                 settings,
                 svc.pool,
-                lambda: LowPriorityEmbedder(load_embedder(settings, for_ingest=True, threads=ingest_threads), nice),
+                lambda: LowPriorityEmbedder(
+                    lambda: load_embedder(settings, for_ingest=True, threads=1), nice, threads=ingest_threads
+                ),
                 on_done=svc.pipeline.corpora.look_soon,
             )
             for _ in range(settings.ingest.workers)

@@ -134,14 +134,18 @@ class IngestSettings(msgspec.Struct, frozen=True, kw_only=True):
             ge=0,
         ),
     ] = 1
+    # Every core by default: the threads run INGEST_NICE below the API's, so a question takes a core from them
+    # at once, and a job takes what questions leave (issue 45, docs/benchmarks.md).
     threads: Annotated[
         int,
         env(
             "INGEST_THREADS",
-            "each in-server ingest worker's embedding threads: it shares the cores with `/ask`, which comes first",
+            "each in-server ingest worker's embedding threads, each with a model of its own, below `/ask` on the "
+            "CPU (INGEST_NICE): a job takes the cores questions leave",
+            shown_default="cores",
             ge=1,
         ),
-    ] = 1
+    ] = msgspec.field(default_factory=_cores)
     nice: Annotated[
         int,
         env(
