@@ -4,6 +4,7 @@ nothing else on the terminal, errors in our words, and a warm `make run` that pr
 from __future__ import annotations
 
 import asyncio
+import http.client
 import os
 import shutil
 import signal
@@ -218,6 +219,22 @@ class MakeRun:
         return [line for line in rest.splitlines() if line.strip()]
 
 
+def _idle_until_closed(port: int) -> float:
+    """Seconds from a kept-alive response to the server closing the idle connection."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request("GET", "/healthz")
+        response = conn.getresponse()
+        response.read()
+        assert response.status == 200 and response.getheader("connection") != "close"
+        answered = time.monotonic()
+        assert conn.sock is not None
+        assert conn.sock.recv(1) == b""  # blocks until the server closes it (or the 60 s timeout raises)
+        return time.monotonic() - answered
+    finally:
+        conn.close()
+
+
 @pytest.fixture
 def small_corpus() -> Iterator[Path]:
     root = Path(tempfile.mkdtemp(prefix="provenance-cli-corpus-"))
@@ -244,11 +261,14 @@ def test_a_warm_make_run_prints_the_two_lines_the_readme_promises(tmp_path: Path
     assert lines[1:] == [f"serving on http://127.0.0.1:{cold.port} (profile local); Ctrl-C stops"]
     assert not [line for line in after if "Interrupt" not in line], after  # make's own note on Ctrl-C only
 
-    warm = MakeRun(env)
+    # KEEP_ALIVE_S above uvicorn's own 5 s, as behind a proxy that keeps idle connections longer.
+    warm = MakeRun({**env, "KEEP_ALIVE_S": "7"})
     try:
         lines = warm.start_up()
+        idle_s = _idle_until_closed(warm.port)
     finally:
         warm.stop()
+    assert 6.0 < idle_s < 30.0, idle_s
     assert len(lines) == 2, lines
     assert lines[0].startswith("corpus default unchanged ("), lines
     assert lines[1] == f"serving on http://127.0.0.1:{warm.port} (profile local); Ctrl-C stops"

@@ -61,10 +61,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # A database ingested before sentence vectors were stored gets them now, once, with a progress bar,
     # rather than each worker embedding them at every start.
     fill_sentences_now(settings)
-    return _serve(args, host, port, settings.profile)
+    return _serve(args, host, port, settings.profile, settings.server.keep_alive_s)
 
 
-def _serve(args: argparse.Namespace, host: str, port: int, profile: str) -> int:
+def _serve(args: argparse.Namespace, host: str, port: int, profile: str, keep_alive_s: int) -> int:
     """Bind, say where, then serve until Ctrl-C. The socket is bound before the address is printed, so that
     port 0 takes any free port and the line names it: a caller that picked a free port itself and passed it
     could lose it to another process before the server bound it."""
@@ -84,7 +84,7 @@ def _serve(args: argparse.Namespace, host: str, port: int, profile: str) -> int:
         loop=args.loop,
         log_level="warning",
         access_log=False,
-        timeout_keep_alive=5,
+        timeout_keep_alive=keep_alive_s,
         timeout_graceful_shutdown=5,
     )
     sock = config.bind_socket()  # as uvicorn.run binds it: its error, and exit status 3, when it can't

@@ -74,6 +74,11 @@ class ServerSettings(msgspec.Struct, frozen=True, kw_only=True):
     request_header_timeout_s: Annotated[
         float, env("REQUEST_HEADER_TIMEOUT_S", "how long a request's headers may take to arrive", gt=0)
     ] = 10.0
+    # uvicorn's own default is 5 s. Behind a proxy or load balancer that keeps idle upstream connections
+    # longer than this, a request it sends just as the server closes one fails (a 502); set it above theirs.
+    keep_alive_s: Annotated[
+        int, env("KEEP_ALIVE_S", "seconds an idle kept-alive connection stays open; above a proxy's idle timeout", ge=1)
+    ] = 5
     # Admission control for uncached /ask: pipelines run at once, questions allowed to wait, and how long.
     # Throughput stops growing at about one pipeline per core (docs/reliability.md, "Overload"); more at
     # once only makes each slower.
