@@ -177,3 +177,33 @@ def test_a_batch_is_bounded_by_its_tokens_not_its_characters() -> None:
     assert sorted(i for b in batches for i in b) == list(range(40))
     assert [len(b) for b in ingest_module._batches(list(range(40)), short, 32)] == [32, 8]
     assert [len(b) for b in ingest_module._batches([0, 1], [4096, 4096], 32)] == [1, 1]
+
+
+async def test_a_rebuild_embeds_a_few_new_passages_among_many_in_full_windows(
+    fresh_store: Store, embedder: Embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An upload's job rebuilds the corpus from all its documents, the new ones sorted in among the old: the
+    # passages stored already must not count towards a window, or the new ones are embedded a few at a time.
+    folder = tmp_path / "docs"
+    shutil.copytree(REPO_ROOT / "corpus", folder)
+    await ingest(fresh_store, folder, lambda: embedder, embedder.model_name, corpus="grows")
+    # New documents between the old ones by name, each a few passages.
+    for n, old in enumerate(sorted(folder.glob("0*.md"))):
+        text = old.read_text().replace("Maker", f"Builder{n}")
+        (folder / f"{old.stem}-b.md").write_text(text)
+    monkeypatch.setattr(ingest_module, "EMBED_WINDOW", 7)
+    flushed: list[tuple[int, int]] = []  # (rows with something to embed, rows) of each window
+    flush = ingest_module._flush
+
+    async def counted(store: Any, corpus: str, model: str, emb: Embedder, window: Any, *rest: Any) -> None:
+        flushed.append((sum(1 for _, passage, spans in window.rows if passage or spans), len(window.rows)))
+        await flush(store, corpus, model, emb, window, *rest)
+
+    monkeypatch.setattr(ingest_module, "_flush", counted)
+    report = await ingest(fresh_store, folder, lambda: embedder, embedder.model_name, corpus="grows")
+    assert report.embedded > 7 * 3
+    to_embed = [n for n, _ in flushed]
+    assert sum(to_embed) == report.embedded
+    # Every window but the last is full of work; unchanged passages ride along without counting.
+    assert all(n == 7 for n in to_embed[:-1]), flushed
+    assert any(rows > n for n, rows in flushed), flushed

@@ -104,6 +104,10 @@ def skipped_lines(skipped: list[tuple[str, str]]) -> list[str]:
 # Texts are embedded in windows of this many passages (with their sentences), sorted by length within the
 # window, then staged and dropped: memory holds one window, never the corpus.
 EMBED_WINDOW = 64
+# Passages that need nothing embedded (stored already with this content) ride in a window without counting
+# towards it, up to this many in all: a rebuild that adds a few documents to many (an upload's job) would
+# otherwise embed its new passages a handful a window, in batches far below BATCH_SIZE. Each is only its text.
+WINDOW_ROWS = 16 * EMBED_WINDOW
 # Parsed documents kept between the fingerprint pass and the chunking pass, up to this many characters; past
 # it, a file is read again rather than held (a large corpus never sits in memory whole).
 KEEP_PARSED_CHARS = 8_000_000
@@ -207,12 +211,27 @@ def _needs(
 
 @dataclass
 class _Window:
-    """Passages waiting to be embedded and staged: at most EMBED_WINDOW of them."""
+    """Passages waiting to be staged: at most EMBED_WINDOW of them with something to embed, and at most
+    WINDOW_ROWS in all."""
 
     rows: list[tuple[Chunk, bool, list[tuple[int, int]] | None]] = field(default_factory=list)
+    # How many rows have their vector or their sentences' vectors to compute.
+    to_embed: int = 0
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def add(self, chunk: Chunk, passage: bool, spans: list[tuple[int, int]] | None) -> None:
+        self.rows.append((chunk, passage, spans))
+        self.to_embed += passage or bool(spans)
+
+    @property
+    def full(self) -> bool:
+        return self.to_embed >= EMBED_WINDOW or len(self.rows) >= WINDOW_ROWS
+
+    def clear(self) -> None:
+        self.rows.clear()
+        self.to_embed = 0
 
 
 # A batch's attention memory grows with its size times the square of its longest text: at most this many
@@ -278,7 +297,7 @@ async def _flush(
     report.words_embedded += await _store_words(
         store, model, embedder, [passage_text(c) for c, _, spans in window.rows if spans], batch
     )
-    window.rows.clear()
+    window.clear()
 
 
 async def _store_words(store: CorpusStore, model: str, embedder: Embedder, texts: Sequence[str], batch: int) -> int:
@@ -519,8 +538,8 @@ class _Staging:
             chunk, self.model_name, self.live.get(chunk.id), self.staged.get(chunk.id)
         )
         need_sentences = need_sentences and not self.defer_sentences
-        self.window.rows.append((chunk, need_passage, T.sentence_spans(chunk.text) if need_sentences else None))
-        if len(self.window) >= EMBED_WINDOW:
+        self.window.add(chunk, need_passage, T.sentence_spans(chunk.text) if need_sentences else None)
+        if self.window.full:
             await self._flush()
 
     async def _flush(self) -> None:
