@@ -8,6 +8,8 @@ import pytest
 
 from provenance.claims.features import FeatureVerifier, build_feature_verifier
 from provenance.claims.relevance import CONFIRMED, QuotedClaim, edits, misspelling_of, quoted_answer
+from provenance.claims.rules import answer_type_match, expected_answer_type
+from provenance.claims.vectors import with_calendar
 from provenance.inference.embedder import Embedder
 from provenance.ports import ScoredPassage
 
@@ -98,3 +100,32 @@ async def test_the_feature_verifier_confirms_a_quoted_answer_the_coverage_model_
     enrol = "Is there a joining fee when I enrol?"
     unknown = (await verifier.verify(enrol, [FEE_SENTENCE], [FEE])).verdicts[0]
     assert unknown.relevance is not None and unknown.relevance < CONFIRMED
+
+
+def test_a_sentence_about_saturday_speaks_to_a_question_about_weekends_and_never_the_other_way() -> None:
+    asked = "What time does the makerspace open on weekends?"
+    # Some question word the documents never use (known < 0.99), so every one must be there.
+    said = quoted(asked, "On Saturday the makerspace is open from 9 am to 6 pm.", known=0.5)
+    assert quoted_answer(said) == CONFIRMED
+    # A weekday is not the weekend, nor the weekend a weekday.
+    assert quoted_answer(quoted(asked, "On Tuesday the makerspace is open from 10 am to 10 pm.", known=0.5)) is None
+    weekdays = "What time does the makerspace open on weekdays?"
+    assert quoted_answer(quoted(weekdays, "On Sunday the makerspace is open from 11 am.", known=0.5)) is None
+    assert quoted_answer(quoted(weekdays, "On Tuesday the makerspace is open from 10 am.", known=0.5)) == CONFIRMED
+    assert with_calendar({"tuesday": "Tuesday"}) == {"tuesday": "Tuesday", "weekday": "weekday"}
+    assert with_calendar({"sunday": "Sunday"})["weekend"] == "weekend" and with_calendar({"week": "week"}) == {
+        "week": "week"
+    }
+
+
+def test_how_long_asks_for_a_span_of_time_which_a_time_of_day_is_not() -> None:
+    asked = "How long does the woodshop induction take?"
+    assert expected_answer_type(asked) == "duration"
+    assert answer_type_match("duration", "Inductions take place on Tuesday evenings at 6 pm.") == 0.0
+    spans = ("The induction is a four-week course.", "Staff reply within two working days.", "It takes 90 minutes.")
+    for said in spans:
+        assert answer_type_match("duration", said) == 1.0, said
+    assert quoted_answer(quoted(asked, "The woodshop induction takes two hours.")) == CONFIRMED
+    assert quoted_answer(quoted(asked, "The woodshop induction takes place at 6 pm.")) is None
+    # "How long is the bench?" may ask for a length: any number still answers it.
+    assert expected_answer_type("How long is the bench?") == "number"

@@ -25,7 +25,7 @@ from provenance import text as T
 from provenance.claims.relevance import QuotedClaim, quoted_answer
 from provenance.claims.rules import LogisticModel, answer_type_match, expected_answer_type, supporting
 from provenance.claims.support import RuleSupport
-from provenance.claims.vectors import SentenceEmbeddings, WordVectors, soft_match, surface_terms
+from provenance.claims.vectors import SentenceEmbeddings, WordVectors, soft_match, surface_terms, with_calendar
 from provenance.inference.embedder import Embedder
 from provenance.ports import (
     MISSING_VERDICT,
@@ -100,6 +100,7 @@ class RelevanceExtractor:
         """(mean, min) over the question's terms of how well `covering` contains each; the best sub-question."""
         best = (1.0, 1.0)
         best_key = -1.0
+        covering = with_calendar(covering)
         for part in T.sub_questions(question):
             q_terms = surface_terms(part, question=True)
             if not q_terms:

@@ -27,7 +27,7 @@ import msgspec
 
 from provenance import text as T
 from provenance.claims.rules import CHECKABLE_TYPES, answer_type_match, expected_answer_type
-from provenance.claims.vectors import surface_terms
+from provenance.claims.vectors import surface_terms, with_calendar
 
 # The relevance the rule gives a quoted claim it confirms: the gate's threshold (GATE_RELEVANCE's default),
 # no more: confirmed to answer, not more certain than the verifier would be.
@@ -36,7 +36,7 @@ CONFIRMED = 0.70
 # coverages, 1.0 for a word the vocabulary holds).
 KNOWN_WORDS = 0.99
 # The kinds of value a quoted sentence can be seen to give without reading it.
-VALUE_KINDS = CHECKABLE_TYPES | {"number", "contact"}
+VALUE_KINDS = CHECKABLE_TYPES | {"number", "duration", "contact"}
 
 
 class QuotedClaim(msgspec.Struct, frozen=True):
@@ -53,7 +53,7 @@ class QuotedClaim(msgspec.Struct, frozen=True):
     @property
     def covering(self) -> dict[str, str]:
         """The words the claim and its heading path hold (stem -> word)."""
-        return surface_terms(self.claim) | surface_terms(T.section_path(self.heading))
+        return with_calendar(surface_terms(self.claim) | surface_terms(T.section_path(self.heading)))
 
     @property
     def text(self) -> str:

@@ -49,6 +49,13 @@ _DAY = re.compile(rf"\b({'|'.join(T.DAYS)}|weekend|weekday)s?\b", re.I)
 _MONEY = re.compile(
     r"[$£€]\s?\d|\b\d+(\.\d+)?\s?(dollars|usd|pounds|euros)\b|\bfree\b|\bno (extra )?(cost|charge)", re.I
 )
+# A span of time: a count of units ("two working days", "a four-week course", "90 days", "half an hour").
+_DURATION = re.compile(
+    r"\b(\d+(\.\d+)?|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|"
+    r"forty|sixty|ninety|several|few|half an?)[\s-]+(full[\s-]+|calendar[\s-]+|working[\s-]+|business[\s-]+)?"
+    r"(seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|fortnights?|months?|years?|semesters?|terms?|sessions?)\b",
+    re.I,
+)
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})s?\b|\bcentur(y|ies)\b", re.I)
 # A question that asks for a kind of thing (not yes or no) opens with one of these.
 _WH = re.compile(r"^\W*(how|what|what's|when|where|which|who|whom|whose)\b", re.I)
@@ -75,6 +82,10 @@ def expected_answer_type(question: str) -> str | None:
         return "money"
     if re.search(r"\bwhat time\b|\bhours?\b|\bopen\b|\bclose\b", q) and not re.search(r"\bhow many hours\b", q):
         return "time"
+    if re.search(r"\bhow long\b", q) and not re.search(r"\bhow long (is|are) (the|a|an|my|your|our|their)\b", q):
+        # "How long does an induction take?" asks for a span of time: a number alone ("at 6 pm") is not one.
+        # "How long is the table?" may ask for a length, so a number still answers it.
+        return "duration"
     if re.search(r"\bhow (many|long|old|often|far|big|large)\b|\bminimum\b|\bmaximum\b|\blimit\b", q):
         return "number"
     if re.search(r"^(when|what (year|date|day|century))\b|\bwhen\b", q):
@@ -97,6 +108,8 @@ def answer_type_match(kind: str | None, claim: str) -> float:
         return 1.0 if T.TIME.search(claim) or _DAY.search(claim) else 0.0
     if kind == "number":
         return 1.0 if T.bare_numbers(claim) else 0.0
+    if kind == "duration":
+        return 1.0 if _DURATION.search(claim) else 0.0
     if kind == "date":
         return 1.0 if T.months(claim) or _YEAR.search(claim) or _DAY.search(claim) or T.bare_numbers(claim) else 0.0
     if kind == "contact":

@@ -113,3 +113,19 @@ def surface_terms(text: str, question: bool = False) -> dict[str, str]:
             continue
         out.setdefault(T.stem(w), w)
     return out
+
+
+_WEEKEND = frozenset(T.stem(d) for d in ("saturday", "saturdays", "sunday", "sundays"))
+_WEEKDAY = frozenset(T.stem(d) for d in T.DAYS[:5]) | frozenset(T.stem(f"{d}s") for d in T.DAYS[:5])
+
+
+def with_calendar(covering: dict[str, str]) -> dict[str, str]:
+    """`covering` (stem -> word) with "weekend" when it names Saturday or Sunday and "weekday" when it names a
+    day from Monday to Friday: for relevance, a sentence about Saturday speaks to a question about weekends.
+    Never for support: "open at weekends" is more than a sentence about Saturday says."""
+    out = dict(covering)
+    if _WEEKEND & out.keys():
+        out.setdefault(T.stem("weekend"), "weekend")
+    if _WEEKDAY & out.keys():
+        out.setdefault(T.stem("weekday"), "weekday")
+    return out
