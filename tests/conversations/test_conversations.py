@@ -47,6 +47,7 @@ def conversation_settings(pg_dsn: str, data_dir: Path, embedder: Embedder) -> It
     )
     asyncio.run(_ingested(settings, embedder))
     asyncio.run(_another_corpus(settings, embedder, data_dir / "conversation-other-corpus"))
+    asyncio.run(_overtime_corpus(settings, embedder, data_dir / "conversation-overtime-corpus"))
     yield settings
     asyncio.run(_drop(pg_dsn, settings.database.schema))
 
@@ -58,6 +59,24 @@ async def _another_corpus(settings: Settings, embedder: Embedder, directory: Pat
     pool = await create_pool(settings.database.url or "", settings)
     try:
         await ingest(Store(pool), directory, lambda: embedder, settings.embedding.model, corpus="garden")
+    finally:
+        await pool.close()
+
+
+OVERTIME = "Do I need supervisor approval before working extra hours?"
+
+
+async def _overtime_corpus(settings: Settings, embedder: Embedder, directory: Path) -> None:
+    """A page that says who approves overtime and nothing of its rate."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "overtime.md").write_text(
+        "# Compensation for working extra hours\n\nYou will need supervisor approval before working extra hours."
+        " Generally, do not expect to work extra hours unless you're working on a high-profile project.\n\n"
+        "You will need to request these hours in HR Links before using them.\n"
+    )
+    pool = await create_pool(settings.database.url or "", settings)
+    try:
+        await ingest(Store(pool), directory, lambda: embedder, settings.embedding.model, corpus="overtime")
     finally:
         await pool.close()
 
@@ -270,6 +289,27 @@ def test_a_follow_up_that_confirms_a_wrong_premise_gets_the_documents_figure_or_
         assert "$50" not in premise["answer"] and "$60" in premise["answer"], premise["answer"]
     else:
         assert premise["status"] == "refused" and premise["answer"] is None
+
+
+def test_a_follow_up_answered_only_with_the_previous_answer_again_without_its_own_words_is_refused(
+    conversation_settings: Settings,
+) -> None:
+    # Relevance lenient enough to let the repeated sentence through ("hourly" reads as the "hours" it holds,
+    # as it did on the 18F handbook, evals/results-conversations-heldout-local.md): the repeat is refused anyway.
+    with LiveServer(conversation_settings.with_overrides(gate_relevance=0.5, gate_relevance_uncertain=0.4)) as live:
+        client = "203.0.113.112"
+        first = answered(live, OVERTIME, client, corpus="overtime")
+        assert first["status"] == "answered" and "supervisor approval" in first["answer"], first
+        rate = answered(live, "What's the hourly rate for it?", client, conversationId=first["conversationId"])
+        # The carried passage holds the approval sentence, which says nothing of a rate: said again, it
+        # answers the first question, not this one.
+        assert rate["status"] == "refused" and rate["answer"] is None, rate
+        assert rate["reason"] == "not_an_answer"
+        detail = rate["stages"]["groundedness"]["detail"] or ""
+        assert "repeats the previous answer" in detail and "rate" in detail, rate["stages"]["groundedness"]
+        # Its own word in a new sentence is an answer to it.
+        hours = answered(live, "Where do I request them?", client, conversationId=first["conversationId"])
+        assert "repeats the previous answer" not in (hours["stages"]["groundedness"]["detail"] or "")
 
 
 def test_each_turn_counts_against_the_hourly_limit_even_a_follow_up_answered_from_the_cache(

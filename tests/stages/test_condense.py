@@ -11,6 +11,7 @@ from provenance.stages.condense import (
     condense,
     fuse,
     kind_of,
+    repeats_previous,
     speaks_to,
     standalone,
     subject_of,
@@ -31,11 +32,29 @@ def test_a_pronoun_is_replaced_by_the_previous_questions_topic_as_written() -> N
     assert standalone("Can they bring their kids?", "How many guests can a member bring?")[1] == (
         "Can guests bring their kids?"
     )
-    # "one" closing a question stands for the thing already named; anywhere else it is a number.
+    # "one" closing a question stands for a thing of the kind already named, its noun without its modifiers;
+    # anywhere else it is a number.
     assert standalone("Do Keyholders have to pay for one?", "How much is a large locker?")[1] == (
-        "Do Keyholders have to pay for large locker?"
+        "Do Keyholders have to pay for a locker?"
     )
+    induction = "How long is an induction?"
+    assert standalone("Is there a fee for the one?", induction)[1] == "Is there a fee for the induction?"
+    assert standalone("Is there a fee for one?", induction)[1] == "Is there a fee for an induction?"
     assert kind_of("Can I bring one guest on Saturdays?") == "alone"
+
+
+def test_the_verb_after_an_auxiliarys_subject_and_a_measure_after_what_are_no_part_of_the_topic() -> None:
+    # After "does", a subject and its verb: "it" is the training, not "training cost".
+    assert topic("How much does training cost?") == "training"
+    assert standalone("How long does it take?", "How much does training cost?")[1] == "How long does training take?"
+    assert topic("When does the board meet?") == "board"
+    assert topic("Can guests bring their kids?") == "guests"
+    # A pronoun subject ("Do I need ...") leaves the run after it whole, and a longer run may hold an object.
+    assert topic("Do I need supervisor approval before working extra hours?") == "supervisor approval"
+    assert topic("Does sick leave expire?") == "sick leave"
+    # "what time", "which day": the question's measure, as "how long" is.
+    assert topic("What time does the space open on a Tuesday?") == "space"
+    assert subject_of("What time does the space open on weekends?") == "space open on weekends"
 
 
 def test_what_a_follow_up_says_before_its_ask_is_dropped_and_an_announced_new_subject_stands_alone() -> None:
@@ -120,6 +139,37 @@ def test_an_answer_that_holds_none_of_an_elliptic_follow_ups_own_words_does_not_
     # The previous answer given again beside the new one: a claim of it holds none of the follow-up's words.
     assert not speaks_to(own, ["A small locker costs $10 per month.", "A large locker costs $18 per month."])
     assert speaks_to([], ["anything"])
+
+
+def test_an_answer_to_a_weekend_follow_up_that_names_saturday_speaks_to_it() -> None:
+    own = ["weekend"]
+    assert speaks_to(own, ["On Saturday the makerspace is open from 9 am to 6 pm."])
+    assert not speaks_to(own, ["From Tuesday to Friday the makerspace is open from 10 am to 10 pm."])
+    assert speaks_to(["weekday"], ["From Tuesday to Friday the makerspace is open from 10 am to 10 pm."])
+
+
+async def test_an_answer_that_says_the_previous_answer_again_without_the_follow_ups_words_repeats_it() -> None:
+    said = "You will need supervisor approval before working extra hours."
+    asked = "Do I need supervisor approval before working extra hours?"
+    previous = Previous(standalone_question=asked, cited_passage_ids=["a"], earlier=[(asked, said)])
+    out = await condense("What's the hourly rate for it?", previous, None, max_chars=500)
+    assert out.asks == ["rate"] and out.previous_answer == said
+    claims = [said, "Get your supervisor's approval in writing"]
+    assert repeats_previous(out.asks, out.previous_answer, claims, " ".join(claims))
+    # A new sentence that holds the follow-up's own word answers it, and so does the old one beside it.
+    rated = [said, "Overtime is paid at an hourly rate of 1.5 times your basic pay."]
+    assert not repeats_previous(out.asks, out.previous_answer, rated, " ".join(rated))
+    # Nothing said before: not a repeat, whatever it holds.
+    fresh = ["Overtime needs approval from your supervisor."]
+    assert not repeats_previous(out.asks, out.previous_answer, fresh, " ".join(fresh))
+    # A follow-up that checks a figure is answered by the documents' figure, which the previous answer may hold.
+    checks = await condense("So it's $50 an hour, right?", previous, None, max_chars=500)
+    assert checks.asks == []
+    # A short question given the previous subject names too little of its own to hold.
+    short = await condense("Can I go?", previous, None, max_chars=500)
+    assert short.asks == []
+    # The first turn, or a refused previous turn: nothing to repeat.
+    assert not repeats_previous(out.asks, None, claims, " ".join(claims))
 
 
 def test_ranks_are_fused_by_reciprocal_rank() -> None:

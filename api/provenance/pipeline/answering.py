@@ -22,7 +22,7 @@ from provenance.ports import Profile, ScoredPassage
 from provenance.settings import Settings
 from provenance.stages.citations import citations_from_support
 from provenance.stages.closest import closest_sentences, with_closest
-from provenance.stages.condense import fuse, speaks_to
+from provenance.stages.condense import fuse, repeats_previous, speaks_to
 from provenance.stages.decompose import decompose, decompose_and_verify
 from provenance.stages.entail import entail
 from provenance.stages.gate import gate
@@ -221,6 +221,17 @@ class Answering:
                 decision="fail",
                 failed="relevance",
                 detail=f"a claim does not speak to the follow-up's own words ({', '.join(run.own_terms)})",
+            )
+        if verdict.decision == "pass" and repeats_previous(
+            run.asks, run.previous_answer, [c.text for c in checked.claims], " ".join(scoped)
+        ):
+            # Only the previous answer again, without the follow-up's own ask: it answers the previous
+            # question (stages/condense.py `repeats_previous`).
+            verdict = msgspec.structs.replace(
+                verdict,
+                decision="fail",
+                failed="relevance",
+                detail=f"the answer only repeats the previous answer, without the follow-up's {', '.join(run.asks)}",
             )
         if verdict.decision != "pass":
             log.debug("refused answer", answer=answer, score=verdict.score)

@@ -247,6 +247,7 @@ class Pipeline:
         if condensed.blocked:
             return run.finish("blocked", "bad_rewrite", detail=condensed.blocked_because)
         run.standalone, run.queries, run.own_terms = condensed.standalone, condensed.queries, condensed.own_terms
+        run.asks, run.previous_answer = condensed.asks, condensed.previous_answer
         run.carried = await self.conversations.store.passages(run.corpus, condensed.carried)
         run.rank_carried = condensed.leans
         carried = ",".join(sorted(p.id for p in run.carried))

@@ -102,6 +102,9 @@ class Run:
         self.queries: list[str] = []
         self.carried: list[ScoredPassage] = []
         self.own_terms: list[str] = []
+        # A leaning follow-up's own words and the previous answer (stages/condense.py `repeats_previous`).
+        self.asks: list[str] = []
+        self.previous_answer: str | None = None
         # Whether the carried passages are ranked with the queries' results (a follow-up leaning on the last turn).
         self.rank_carried = False
         # This turn's conversation (pipeline._thread), and the answer cache's key once it is known.

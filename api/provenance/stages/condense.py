@@ -32,6 +32,7 @@ import msgspec
 import numpy as np
 
 from provenance import text as T
+from provenance.claims.vectors import with_calendar
 from provenance.ports import Condenser, Usage
 from provenance.stages.screen import deny_list_match
 from provenance.timing import Timer
@@ -87,6 +88,11 @@ class CondenseOutcome(msgspec.Struct, frozen=True):
     # A follow-up that leans on the previous turn (a pronoun, an ellipsis, a short question): the passages the
     # previous answer cited are ranked beside the queries' rankings, not only added after them.
     leans: bool = False
+    # A leaning follow-up's own words and the previous answer, when it was answered: an answer that says again
+    # what the previous one said must hold one of them (`repeats_previous`). Empty for a follow-up that
+    # checks a figure ("So that's $50, right?"), which the documents' figure in the previous answer answers.
+    asks: list[str] = msgspec.field(default_factory=list)
+    previous_answer: str | None = None
 
     @property
     def usages(self) -> list[Usage]:
@@ -109,10 +115,19 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
     return [(m.start(), m.end(), m.group(0)) for m in _TOKEN.finditer(text)]
 
 
+# What "what" or "which" asks for when one of these follows it ("What time does the space open?"): the
+# question's measure, not its topic.
+_MEASURES = frozenset({"time", "times", "day", "days", "date", "dates", "year", "month", "hour", "hours", "age"})
+
+
 def _asking(spans: Sequence[tuple[int, int, str]], i: int) -> bool:
     """Whether the word is part of the ask, not the subject: the word after "how" ("how long", "how quickly",
-    "how often") is always the question's measure, never its topic."""
-    return i > 0 and spans[i - 1][2].lower() == "how"
+    "how often") is always the question's measure, never its topic; so is a measure after "what" or "which"
+    ("what time", "which day")."""
+    if i == 0:
+        return False
+    before = spans[i - 1][2].lower()
+    return before == "how" or (before in ("what", "which") and spans[i][2].lower() in _MEASURES)
 
 
 _CARRIED = re.compile(r"\(([^()]*)\)\s*[?.!]*\s*$")
@@ -128,18 +143,51 @@ def topic(previous: str, plural: bool = False) -> str:
         previous = carried.group(1)
     runs: list[list[str]] = [[]]
     spans = _spans(previous)
+    gap: list[str] = []  # the words since the last run
     for i, (_, _, w) in enumerate(spans):
         if _meaningful(w.lower()) and not _asking(spans, i):
+            if not runs[-1] and _inverted(gap):
+                runs[-1].append(_AFTER_AUXILIARY)
             runs[-1].append(w)
-        elif runs[-1]:
-            runs.append([])
-    runs = [r[:TOPIC_WORDS] for r in runs if r]
+            gap = []
+        else:
+            gap.append(w.lower())
+            if runs[-1]:
+                runs.append([])
+    runs = [_subject(r)[:TOPIC_WORDS] for r in runs if r]
     if plural:
         # "their"/"these" stand for several: a run whose last word is a plural ("guests", not "class").
         for r in runs:
             if len(r[-1]) > 3 and r[-1].lower().endswith("s") and not r[-1].lower().endswith("ss"):
                 return " ".join(r)
     return " ".join(runs[0]) if runs else ""
+
+
+# A question's auxiliary ("When DOES the board meet?", "CAN guests bring their kids?"): the run of words after
+# it, with only a determiner between, is its subject and then its main verb.
+_AUXILIARIES = frozenset(
+    {"do", "does", "did", "can", "could", "will", "would", "should", "shall", "may", "might", "must"}
+)
+_DETERMINERS = frozenset({"the", "a", "an", "my", "your", "our", "their", "his", "her"})
+_AFTER_AUXILIARY = "\0aux"
+
+
+def _inverted(gap: Sequence[str]) -> bool:
+    """Whether the words before a run end in an auxiliary, only determiners after it ("does the")."""
+    rest = list(gap)
+    while rest and rest[-1] in _DETERMINERS:
+        rest.pop()
+    return bool(rest) and rest[-1] in _AUXILIARIES
+
+
+def _subject(run: list[str]) -> list[str]:
+    """A run's subject: after an auxiliary, a run of two words is a subject and the question's main verb
+    ("board meet" of "When does the board meet?", "training cost" of "How much does training cost?"), and the
+    verb is no part of what a pronoun after it stands for. A longer run may hold an object too ("GSA process
+    new badges"), so where its verb is can't be told: it is kept as it is."""
+    if run and run[0] == _AFTER_AUXILIARY:
+        return run[1:2] if len(run) == 3 else run[1:]
+    return run
 
 
 def clean(follow_up: str) -> tuple[str, bool]:
@@ -263,6 +311,13 @@ def standalone(follow_up: str, previous: str, similarity: Similarity | None = No
                 word = (m.group(1) or m.group(2)).lower()
                 if word.endswith("'s"):
                     return f"{subject} is"
+                if word == "one":
+                    # "one" stands for a thing of the kind named, not that very thing: the topic's noun, its
+                    # modifiers left behind ("Do Keyholders pay for one?" after "How much is a large locker?":
+                    # "... pay for a locker?", not "for large locker").
+                    noun = subject.split()[-1]
+                    determined = asked[: m.start()].split()[-1:] in (["a"], ["an"], ["the"], ["each"], ["any"])
+                    return noun if determined else f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
                 return f"{subject}'s" if word in ("its", "their") else subject
 
             return kind, _PRONOUN.sub(replace, asked, count=1)
@@ -353,7 +408,18 @@ async def condense(
         own = sorted(T.content_terms(question) - T.content_terms(previous.standalone_question))
         elliptic = kind in ("ellipsis", "replaced")
         leans = kind in ("pronoun", "ellipsis", "replaced", "question")
-        return CondenseOutcome(stage, alone, queries, carried, own_terms=own if elliptic else [], leans=leans)
+        checks_figure = any(ch.isdigit() for ch in question)
+        return CondenseOutcome(
+            stage,
+            alone,
+            queries,
+            carried,
+            own_terms=own if elliptic else [],
+            leans=leans,
+            # A short question given the previous subject ("Can I go?") has too few words of its own to hold.
+            asks=own if kind in ("pronoun", "ellipsis", "replaced") and not checks_figure else [],
+            previous_answer=previous.earlier[-1][1] if previous.earlier else None,
+        )
     # A failed call raises ModelError, which the pipeline answers as it answers any model's failure.
     condensed = await condenser.condense(question, previous.earlier)
     rewrite = " ".join(condensed.standalone.split())
@@ -379,7 +445,12 @@ def speaks_to(own_terms: Sequence[str], claims: Sequence[str]) -> bool:
     "And the large one?" can be answered with the small one's price too, which holds none of them and answers
     the previous question again."""
     own = set(own_terms)
-    return not own or all(T.content_terms(c) & own for c in claims)
+    return not own or all(_terms(c) & own for c in claims)
+
+
+def _terms(text: str) -> set[str]:
+    """The text's content terms, "weekend" with a Saturday and "weekday" with a Monday (claims/vectors.py)."""
+    return set(with_calendar({t: t for t in T.content_terms(text)}))
 
 
 def fuse(rankings: Sequence[Sequence[str]], k: int, rrf_k: int = 60) -> list[str]:
@@ -389,3 +460,20 @@ def fuse(rankings: Sequence[Sequence[str]], k: int, rrf_k: int = 60) -> list[str
         for rank, pid in enumerate(ranking):
             scores[pid] = scores.get(pid, 0.0) + 1.0 / (rrf_k + rank + 1)
     return sorted(scores, key=lambda pid: -scores[pid])[:k]
+
+
+def _said(text: str) -> str:
+    return " ".join(text.lower().split()).rstrip(".!?")
+
+
+def repeats_previous(asks: Sequence[str], previous_answer: str | None, claims: Sequence[str], scoped: str) -> bool:
+    """Whether an answer to a follow-up says again what the previous answer said (a claim of it word for word)
+    with none of the follow-up's own words (`scoped`: the claims with their passages' headings): read against
+    the carried passages, "What's the hourly rate for it?" after "Do I need approval before working extra
+    hours?" is answered with the approval sentence again, which answers the previous question, not this one."""
+    if not asks or not previous_answer:
+        return False
+    said = _said(previous_answer)
+    if not any(_said(c) in said for c in claims):
+        return False
+    return not set(asks) & _terms(scoped)
