@@ -141,20 +141,18 @@ def topic(previous: str, plural: bool = False) -> str:
     if carried and carried.group(1).strip():
         # "Can I go (board meet)?": the subject a short question was given is what a pronoun after it means.
         previous = carried.group(1)
-    runs: list[list[str]] = [[]]
+    found: list[tuple[bool, list[str]]] = []  # (after an auxiliary, the run's words)
     spans = _spans(previous)
     gap: list[str] = []  # the words since the last run
     for i, (_, _, w) in enumerate(spans):
         if _meaningful(w.lower()) and not _asking(spans, i):
-            if not runs[-1] and _inverted(gap):
-                runs[-1].append(_AFTER_AUXILIARY)
-            runs[-1].append(w)
+            if gap or not found:
+                found.append((_inverted(gap), []))
+            found[-1][1].append(w)
             gap = []
         else:
             gap.append(w.lower())
-            if runs[-1]:
-                runs.append([])
-    runs = [_subject(r)[:TOPIC_WORDS] for r in runs if r]
+    runs = [_subject(run, inverted)[:TOPIC_WORDS] for inverted, run in found]
     if plural:
         # "their"/"these" stand for several: a run whose last word is a plural ("guests", not "class").
         for r in runs:
@@ -169,7 +167,6 @@ _AUXILIARIES = frozenset(
     {"do", "does", "did", "can", "could", "will", "would", "should", "shall", "may", "might", "must"}
 )
 _DETERMINERS = frozenset({"the", "a", "an", "my", "your", "our", "their", "his", "her"})
-_AFTER_AUXILIARY = "\0aux"
 
 
 def _inverted(gap: Sequence[str]) -> bool:
@@ -180,14 +177,12 @@ def _inverted(gap: Sequence[str]) -> bool:
     return bool(rest) and rest[-1] in _AUXILIARIES
 
 
-def _subject(run: list[str]) -> list[str]:
-    """A run's subject: after an auxiliary, a run of two words is a subject and the question's main verb
-    ("board meet" of "When does the board meet?", "training cost" of "How much does training cost?"), and the
-    verb is no part of what a pronoun after it stands for. A longer run may hold an object too ("GSA process
+def _subject(run: list[str], inverted: bool) -> list[str]:
+    """A run's subject: after an auxiliary (`inverted`), a run of two words is a subject and the question's main
+    verb ("board meet" of "When does the board meet?", "training cost" of "How much does training cost?"), and
+    the verb is no part of what a pronoun after it stands for. A longer run may hold an object too ("GSA process
     new badges"), so where its verb is can't be told: it is kept as it is."""
-    if run and run[0] == _AFTER_AUXILIARY:
-        return run[1:2] if len(run) == 3 else run[1:]
-    return run
+    return run[:1] if inverted and len(run) == 2 else run
 
 
 def clean(follow_up: str) -> tuple[str, bool]:
