@@ -117,15 +117,17 @@ def surface_terms(text: str, question: bool = False) -> dict[str, str]:
 
 _WEEKEND = frozenset(T.stem(d) for d in ("saturday", "saturdays", "sunday", "sundays"))
 _WEEKDAY = frozenset(T.stem(d) for d in T.DAYS[:5]) | frozenset(T.stem(f"{d}s") for d in T.DAYS[:5])
+_WEEKEND_STEM, _WEEKDAY_STEM = T.stem("weekend"), T.stem("weekday")
 
 
 def with_calendar(covering: dict[str, str]) -> dict[str, str]:
     """`covering` (stem -> word) with "weekend" when it names Saturday or Sunday and "weekday" when it names a
     day from Monday to Friday: for relevance, a sentence about Saturday speaks to a question about weekends.
     Never for support: "open at weekends" is more than a sentence about Saturday says."""
-    out = dict(covering)
-    if _WEEKEND & out.keys():
-        out.setdefault(T.stem("weekend"), "weekend")
-    if _WEEKDAY & out.keys():
-        out.setdefault(T.stem("weekday"), "weekday")
-    return out
+    added = {
+        stem_: word
+        for stem_, word, days in ((_WEEKEND_STEM, "weekend", _WEEKEND), (_WEEKDAY_STEM, "weekday", _WEEKDAY))
+        if stem_ not in covering and any(day in covering for day in days)
+    }
+    # Unchanged, not copied, when there is nothing to add: `covering` may be the corpus's whole vocabulary.
+    return covering | added if added else covering

@@ -34,6 +34,7 @@ from provenance.stages.retrieve import RetrievalOutcome, passage_records, retrie
 from provenance.stages.screen import screen_classifier
 from provenance.store.corpora import CorpusStore
 from provenance.timing import Timer
+from provenance.wire import ClaimResult
 
 log = get_logger("provenance.pipeline.answering")
 
@@ -208,31 +209,8 @@ class Answering:
         checked = lexical_check(entailed.claims, passages, question)
         run.take(checked)
         verdict = gate(checked.claims, self._settings.gate)
-        headings = {p.id: p.heading for p in passages}
-        scoped = [
-            " ".join([c.text, *(headings.get(pid, "") for pid in c.supporting_passage_ids)]) for c in checked.claims
-        ]
-        if verdict.decision == "pass" and not speaks_to(run.own_terms, scoped):
-            # A claim of an elliptic follow-up's answer without any of its own words answers the previous
-            # question again (stages/condense.py `speaks_to`). Its passage's heading counts as its words: "and
-            # for students?" is answered by a concession rate under "Student and concession rates".
-            verdict = msgspec.structs.replace(
-                verdict,
-                decision="fail",
-                failed="relevance",
-                detail=f"a claim does not speak to the follow-up's own words ({', '.join(run.own_terms)})",
-            )
-        if verdict.decision == "pass" and repeats_previous(
-            run.asks, run.previous_answer, [c.text for c in checked.claims], " ".join(scoped)
-        ):
-            # Only the previous answer again, without the follow-up's own ask: it answers the previous
-            # question (stages/condense.py `repeats_previous`).
-            verdict = msgspec.structs.replace(
-                verdict,
-                decision="fail",
-                failed="relevance",
-                detail=f"the answer only repeats the previous answer, without the follow-up's {', '.join(run.asks)}",
-            )
+        if verdict.decision == "pass" and (again := _answers_previous_again(run, checked.claims, passages)) is not None:
+            verdict = msgspec.structs.replace(verdict, decision="fail", failed="relevance", detail=again)
         if verdict.decision != "pass":
             log.debug("refused answer", answer=answer, score=verdict.score)
             run.record(
@@ -250,3 +228,17 @@ class Answering:
         closest = await closest_sentences(run.searched, passages, self._profile.verifier, self._embedder)
         retrieval = run.stages.retrieval
         run.stages.retrieval = msgspec.structs.replace(retrieval, passages=with_closest(retrieval.passages, closest))
+
+
+def _answers_previous_again(run: Run, claims: Sequence[ClaimResult], passages: Sequence[ScoredPassage]) -> str | None:
+    """Why a follow-up's answer answers the previous question again, or None. A claim of an elliptic follow-up's
+    answer without any of its own words (stages/condense.py `speaks_to`; its passage's heading counts as its
+    words: "and for students?" is answered by a concession rate under "Student and concession rates"); or an
+    answer that says the previous answer again without the follow-up's own ask (`repeats_previous`)."""
+    headings = {p.id: p.heading for p in passages}
+    scoped = [" ".join([c.text, *(headings.get(pid, "") for pid in c.supporting_passage_ids)]) for c in claims]
+    if not speaks_to(run.own_terms, scoped):
+        return f"a claim does not speak to the follow-up's own words ({', '.join(run.own_terms)})"
+    if repeats_previous(run.asks, run.previous_answer, [c.text for c in claims], " ".join(scoped)):
+        return f"the answer only repeats the previous answer, without the follow-up's {', '.join(run.asks)}"
+    return None

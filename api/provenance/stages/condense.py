@@ -457,10 +457,6 @@ def fuse(rankings: Sequence[Sequence[str]], k: int, rrf_k: int = 60) -> list[str
     return sorted(scores, key=lambda pid: -scores[pid])[:k]
 
 
-def _said(text: str) -> str:
-    return " ".join(text.lower().split()).rstrip(".!?")
-
-
 def repeats_previous(asks: Sequence[str], previous_answer: str | None, claims: Sequence[str], scoped: str) -> bool:
     """Whether an answer to a follow-up says again what the previous answer said (a claim of it word for word)
     with none of the follow-up's own words (`scoped`: the claims with their passages' headings): read against
@@ -468,7 +464,6 @@ def repeats_previous(asks: Sequence[str], previous_answer: str | None, claims: S
     hours?" is answered with the approval sentence again, which answers the previous question, not this one."""
     if not asks or not previous_answer:
         return False
-    said = _said(previous_answer)
-    if not any(_said(c) in said for c in claims):
+    if not any(T.quoted_in(c.rstrip(".!?"), previous_answer) for c in claims):
         return False
     return not set(asks) & _terms(scoped)
