@@ -31,6 +31,7 @@ from provenance.evaluation.conversations import (
     run_conversations,
 )
 from provenance.evaluation.runner import ingested_pipeline
+from provenance.inference.embedder import Embedder
 from provenance.inference.llm_server import REPO_ROOT, assemble_qwen, serving
 from provenance.ports import Profile
 from provenance.services import build_profile, load_embedder
@@ -39,19 +40,20 @@ from provenance.settings import Settings, load_settings
 TITLE = "local, with Qwen2.5-Coder-1.5B condensing,"
 
 
-def condensing_profile(settings: Settings, base_url: str) -> Profile:
+def condensing_profile(settings: Settings, embedder: Embedder, base_url: str) -> Profile:
     """The local profile with the openai profile's condenser over the served model."""
-    embedder = load_embedder(settings)
     local = build_profile(settings, embedder)
     served = settings.with_overrides(profile="openai", openai_base_url=base_url, openai_model=MODEL_NAME)
     return msgspec.structs.replace(local, condenser=build_profile(served, embedder).condenser)
 
 
-async def run(settings: Settings, profile: Profile, suite_path: Path, ids: set[str] | None) -> list[dict[str, object]]:
+async def run(
+    settings: Settings, embedder: Embedder, profile: Profile, suite_path: Path, ids: set[str] | None
+) -> list[dict[str, object]]:
     suite = [c for c in load_suite(suite_path) if ids is None or c.id in ids]
     records: list[dict[str, object]] = []
     for name in dict.fromkeys(c.corpus for c in suite):
-        async with ingested_pipeline(settings, corpus_dir(name), load_embedder(settings), profile) as plain:
+        async with ingested_pipeline(settings, corpus_dir(name), embedder, profile) as plain:
             pipeline = pipeline_with_conversations(plain)
             followed, alone = await run_conversations(pipeline, [c for c in suite if c.corpus == name])
             assert pipeline.conversations is not None
@@ -73,9 +75,10 @@ def main() -> int:
     out = Path(args.out)
     started = time.monotonic()
     with serving(model, log=REPO_ROOT / "evals" / "llm" / "server.log", threads=args.threads) as server:
-        profile = condensing_profile(settings, server.base_url)
+        embedder = load_embedder(settings)
+        profile = condensing_profile(settings, embedder, server.base_url)
         ids = set(args.ids.split(",")) if args.ids else None
-        records = asyncio.run(run(settings, profile, Path(args.suite), ids))
+        records = asyncio.run(run(settings, embedder, profile, Path(args.suite), ids))
     decode = [(r["run"], msgspec.convert({k: v for k, v in r.items() if k != "run"}, TurnResult)) for r in records]
     followed = [t for kind, t in decode if kind == "follow-up"]
     alone = [t for kind, t in decode if kind == "standalone"]
