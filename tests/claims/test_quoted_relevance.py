@@ -120,11 +120,18 @@ def test_a_sentence_about_saturday_speaks_to_a_question_about_weekends_and_never
 
 def test_how_long_asks_for_a_span_of_time_which_a_time_of_day_is_not() -> None:
     asked = "How long does the woodshop induction take?"
-    assert expected_answer_type(asked) == "duration"
-    assert answer_type_match("duration", "Inductions take place on Tuesday evenings at 6 pm.") == 0.0
-    spans = ("The induction is a four-week course.", "Staff reply within two working days.", "It takes 90 minutes.")
-    for said in spans:
-        assert answer_type_match("duration", said) == 1.0, said
+    assert expected_answer_type(asked) == "elapsed"
+    assert expected_answer_type("How long can I book the CNC router for?") == "duration"
+    for kind in ("duration", "elapsed"):
+        assert answer_type_match(kind, "Inductions take place on Tuesday evenings at 6 pm.") == 0.0
+        spans = ("The induction is a four-week course.", "Staff reply within two working days.", "It takes 90 minutes.")
+        for said in spans:
+            assert answer_type_match(kind, said) == 1.0, said
+    # How long a thing takes is not an allowance per week, which may answer how long one can book it for.
+    allowance = "Each member may book the CNC router for up to 6 hours per week."
+    assert answer_type_match("elapsed", allowance) == 0.0 and answer_type_match("duration", allowance) == 1.0
+    assert quoted_answer(quoted("How long does the CNC router induction take?", allowance)) is None
+    assert answer_type_match("elapsed", "The course runs for two days a week over four weeks.") == 1.0
     assert quoted_answer(quoted(asked, "The woodshop induction takes two hours.")) == CONFIRMED
     assert quoted_answer(quoted(asked, "The woodshop induction takes place at 6 pm.")) is None
     # "How long is the bench?" may ask for a length: any number still answers it.

@@ -36,7 +36,7 @@ CONFIRMED = 0.70
 # coverages, 1.0 for a word the vocabulary holds).
 KNOWN_WORDS = 0.99
 # The kinds of value a quoted sentence can be seen to give without reading it.
-VALUE_KINDS = CHECKABLE_TYPES | {"number", "duration", "contact"}
+VALUE_KINDS = CHECKABLE_TYPES | {"number", "duration", "elapsed", "contact"}
 
 
 class QuotedClaim(msgspec.Struct, frozen=True):

@@ -56,6 +56,8 @@ _DURATION = re.compile(
     r"(seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|fortnights?|months?|years?|semesters?|terms?|sessions?)\b",
     re.I,
 )
+# A span given per unit of time ("6 hours per week", "two days a month"): an allowance, not how long a thing takes.
+_PER = re.compile(r"^\s+(per|a|an|each|every)\s+(day|week|fortnight|month|year|term|semester|session)\b", re.I)
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})s?\b|\bcentur(y|ies)\b", re.I)
 # A question that asks for a kind of thing (not yes or no) opens with one of these.
 _WH = re.compile(r"^\W*(how|what|what's|when|where|which|who|whom|whose)\b", re.I)
@@ -82,6 +84,10 @@ def expected_answer_type(question: str) -> str | None:
         return "money"
     if re.search(r"\bwhat time\b|\bhours?\b|\bopen\b|\bclose\b", q) and not re.search(r"\bhow many hours\b", q):
         return "time"
+    if re.search(r"\bhow long (does|do|did|will|would|should|can|could|might|may)\b.*\btakes?\b", q):
+        # "How long does the induction take?" asks how long a thing lasts: "up to 6 hours per week" is an
+        # allowance, not that.
+        return "elapsed"
     if re.search(r"\bhow long\b", q) and not re.search(r"\bhow long (is|are) (the|a|an|my|your|our|their)\b", q):
         # "How long does an induction take?" asks for a span of time: a number alone ("at 6 pm") is not one.
         # "How long is the table?" may ask for a length, so a number still answers it.
@@ -110,6 +116,8 @@ def answer_type_match(kind: str | None, claim: str) -> float:
         return 1.0 if T.bare_numbers(claim) else 0.0
     if kind == "duration":
         return 1.0 if _DURATION.search(claim) else 0.0
+    if kind == "elapsed":
+        return 1.0 if any(not _PER.match(claim[m.end() :]) for m in _DURATION.finditer(claim)) else 0.0
     if kind == "date":
         return 1.0 if T.months(claim) or _YEAR.search(claim) or _DAY.search(claim) or T.bare_numbers(claim) else 0.0
     if kind == "contact":
