@@ -376,12 +376,12 @@ def test_the_condense_call_is_charged_to_the_spend_cap_even_when_the_answer_then
         assert one["status"] == "answered" and one["profile"] == "anthropic"
         f1 = answered(live, "And for students?", "203.0.113.121", conversationId=one["conversationId"])
         condense = f1["stages"]["condense"]
-        assert (condense["status"], condense["method"], condense["standaloneQuestion"]) == (
-            "ok",
-            "model",
-            LOCKER_FOR_STUDENTS,
-        )
-        assert condense["inputTokens"] > 0 and f1["standaloneQuestion"] == LOCKER_FOR_STUDENTS
+        assert (condense["status"], condense["method"], condense["queries"][0]) == ("ok", "model", LOCKER_FOR_STUDENTS)
+        assert condense["inputTokens"] > 0
+        # No passage gives a student's locker rate: the rewrite's answer (the standard rate) was refused, and so
+        # was the rules' reading's, which the record shows as the question judged last.
+        assert f1["status"] == "refused" and f1["standaloneQuestion"] == condense["standaloneQuestion"]
+        assert LOCKER_FOR_STUDENTS in condense["detail"]
         # The model was shown the earlier question and its answer, and the follow-up.
         [shown] = fake_anthropic.requests_for(CONDENSE_TOOL)
         assert LOCKER in shown.user_text and one["answer"] in shown.user_text and "And for students?" in shown.user_text
@@ -389,8 +389,9 @@ def test_the_condense_call_is_charged_to_the_spend_cap_even_when_the_answer_then
         two = answered(live, LOCKER, "203.0.113.122")
         assert two["cached"] is True
         spent, calls = _ledger(settings)
-        f2 = answered(live, "What about students?", "203.0.113.122", conversationId=two["conversationId"])
-        assert f2["cached"] is True and f2["answer"] == f1["answer"]
+        # The same follow-up in another conversation: the same readings over the same carried passages.
+        f2 = answered(live, "And for students?", "203.0.113.122", conversationId=two["conversationId"])
+        assert f2["cached"] is True and f2["status"] == f1["status"]
         assert len(fake_anthropic.requests_for(CONDENSE_TOOL)) == 2
         # Served from the cache, and still charged for its one call: the rewrite.
         spend = f2["stages"]["spend"]
@@ -415,3 +416,47 @@ def test_a_rewrite_that_only_asks_the_previous_question_again_or_carries_an_atta
             # Nothing was searched or answered for it.
             assert len(fake_anthropic.requests_for(ANSWER_TOOL)) == before
             assert blocked["stages"]["retrieval"]["status"] == "skipped"
+
+
+LARGE_ANSWER = "A large locker measures 60 cm by 60 cm by 90 cm and costs $22 per month."
+
+
+def test_a_rewrite_whose_answer_does_not_answer_it_is_judged_again_against_the_rules_reading(
+    fake_anthropic: FakeAnthropic, conversation_settings: Settings
+) -> None:
+    """The model rewrites "And the large one?" as a question about opening times, which its answer (a price)
+    doesn't answer: the answer is written and checked again against the rules' reading ("How much does a large
+    locker cost per month?"), and the record says which reading was judged and why."""
+    rewrite = "What time can I get to a large locker?"
+
+    def responder(request: RecordedRequest) -> Reply:
+        if request.tool_name == CONDENSE_TOOL:
+            return Reply(tool_input={"standalone_question": rewrite})
+        if request.tool_name == ANSWER_TOOL:
+            said = LOCKER_ANSWER if rewrite in request.user_text or LOCKER in request.user_text else LARGE_ANSWER
+            return Reply(tool_input={"answer": said, "used_passage_ids": [LOCKERS]})
+        return default_responder(request)
+
+    settings = fake_anthropic.settings(conversation_settings)
+    fake_anthropic.responder = responder
+    with LiveServer(settings) as live:
+        first = answered(live, LOCKER, "203.0.113.141")
+        assert first["status"] == "answered"
+        before = len(fake_anthropic.requests_for(ANSWER_TOOL))
+        follow = answered(live, "And the large one?", "203.0.113.141", conversationId=first["conversationId"])
+        condense = follow["stages"]["condense"]
+        assert follow["status"] == "answered" and "$22" in follow["answer"]
+        assert follow["standaloneQuestion"] == condense["standaloneQuestion"] != rewrite
+        assert "large" in follow["standaloneQuestion"] and rewrite in condense["queries"]
+        assert rewrite in condense["detail"] and "rules' reading" in condense["detail"]
+        # Written twice: once for the rewrite, once for the rules' reading; both charged.
+        asked = fake_anthropic.requests_for(ANSWER_TOOL)[before:]
+        assert len(asked) == 2 and rewrite in asked[0].user_text and follow["standaloneQuestion"] in asked[1].user_text
+        spend = follow["stages"]["spend"]
+        assert spend["status"] == "ok" and spend["chargedUsd"] > first["stages"]["spend"]["chargedUsd"]
+        # Held before any call: a follow-up's answer may be written twice, and the rewrite is a call of its own.
+        assert spend["estimateUsd"] > 2 * first["stages"]["spend"]["estimateUsd"]
+        # The history keeps the reading that was judged.
+        history = read(live, first["conversationId"], "203.0.113.141")
+        assert history.status_code == 200
+        assert history.json()["turns"][1]["standaloneQuestion"] == follow["standaloneQuestion"]

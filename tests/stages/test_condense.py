@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from provenance.claims.vectors import WordVectors
 from provenance.inference.embedder import Embedder
+from provenance.ports import Condensation, Usage
 from provenance.stages.condense import (
     Previous,
     clean,
@@ -16,6 +17,7 @@ from provenance.stages.condense import (
     standalone,
     subject_of,
     topic,
+    unfaithful,
 )
 
 MAKER = "How much is Maker membership per month?"
@@ -130,6 +132,76 @@ async def test_the_local_method_fuses_the_follow_up_with_its_reading_and_carries
     ]
     switched = await condense("New topic: is there car parking for members?", previous, None, max_chars=500)
     assert switched.queries == ["New topic: is there car parking for members?", "Is there car parking for members?"]
+
+
+class Rewrites:
+    """A model condenser that rewrites every follow-up as `rewrite` (the real ones are tested against their
+    servers in tests/conversations and tests/profiles)."""
+
+    name = "scripted-condenser"
+
+    def __init__(self, rewrite: str) -> None:
+        self.rewrite = rewrite
+
+    async def condense(self, question: str, earlier: object) -> Condensation:
+        return Condensation(standalone=self.rewrite, usage=Usage(model="scripted", input_tokens=90, output_tokens=9))
+
+    def worst_case(self) -> Usage:
+        return Usage(model="scripted", input_tokens=900, output_tokens=90)
+
+
+async def test_a_models_rewrite_is_searched_beside_the_rules_reading_and_the_follow_up_as_typed() -> None:
+    previous = Previous(standalone_question=MAKER, cited_passage_ids=["a"], earlier=[(MAKER, "It costs $85.")])
+    rewrite = "Is Maker membership cheaper for full-time students?"
+    out = await condense("Is it cheaper for students?", previous, Rewrites(rewrite), max_chars=500)
+    assert out.stage.status == "ok" and out.stage.method == "model" and out.stage.detail is None
+    assert out.standalone == rewrite == out.stage.standalone_question and len(out.usages) == 1
+    reading = "Is Maker membership cheaper for students?"
+    assert out.queries == [rewrite, "Is it cheaper for students?", reading, f"Is it cheaper for students? {MAKER}"]
+    # Judged first; the rules' reading is the second, for an answer that doesn't answer the rewrite.
+    assert out.second_reading == reading
+    # The follow-up leans on the previous turn as the rules read it, whoever rewrote it.
+    assert out.leans and out.asks == ["cheaper", "student"] and out.previous_answer == "It costs $85."
+    same = await condense("Is it cheaper for students?", previous, Rewrites(reading), max_chars=500)
+    assert same.standalone == reading and same.second_reading is None
+
+
+async def test_a_rewrite_that_is_not_the_follow_ups_question_gives_way_to_the_rules_reading() -> None:
+    previous = Previous(standalone_question=MAKER, cited_passage_ids=[], earlier=[(MAKER, "It costs $85 a month.")])
+    for follow_up, rewrite, why in (
+        ("Is it cheaper for students?", "Is it any cheaper for students?", "pronoun unresolved"),
+        ("yes", "Do I need an induction for the laser cutter?", "a reply"),
+        ("And for Keyholder?", "How much is Maker membership for students?", "drops"),
+        ("Can I go?", "Can I go to the meeting at 7 pm on the second Monday?", "adds figures"),
+    ):
+        out = await condense(follow_up, previous, Rewrites(rewrite), max_chars=500)
+        reading = standalone(follow_up, MAKER)[1]
+        assert out.stage.status == "ok" and out.standalone == reading == out.stage.standalone_question, why
+        assert rewrite not in out.queries and out.stage.detail and rewrite in out.stage.detail, why
+        assert len(out.usages) == 1, why  # the call was made, and is charged
+        assert out.second_reading is None and out.stage.method == "model", why
+
+
+def test_a_faithful_rewrite_resolves_pronouns_keeps_the_follow_ups_words_and_adds_no_figure() -> None:
+    before = "How much is Maker membership per month?"
+    assert (
+        unfaithful("Is Maker membership cheaper for students?", "Is it cheaper for students?", before, "pronoun")
+        is None
+    )
+    assert unfaithful("How much is Keyholder membership per month?", "And Keyholder?", before, "ellipsis") is None
+    # A figure the follow-up names, or an earlier question did, is no addition.
+    assert unfaithful("Is Maker membership $50 for students?", "So it's $50 for students?", before, "pronoun") is None
+    assert "pronoun" in (unfaithful("How long does it take?", "How long does it take?", before, "pronoun") or "")
+    # A paraphrase keeps some of the follow-up's own words; a rewrite that keeps none asks something else.
+    assert (
+        unfaithful("Is Maker membership cheaper for seniors?", "Is it cheaper for students?", before, "pronoun") is None
+    )
+    dropped = unfaithful("Is Maker membership open on Sundays?", "Is it cheaper for students?", before, "pronoun")
+    assert dropped == "drops the follow-up's own words (cheaper, student)"
+    assert "asks what" in (unfaithful("Is it open on Sunday?", "ok, thanks", before, "ellipsis") or "")
+    assert "adds figures" in (
+        unfaithful("Is Maker membership $85 per month?", "Is that per month?", before, "pronoun") or ""
+    )
 
 
 def test_an_answer_that_holds_none_of_an_elliptic_follow_ups_own_words_does_not_speak_to_it() -> None:

@@ -65,10 +65,26 @@ class Answering:
         self._corpora = corpora
 
     async def answer(self, run: Run) -> Outcome:
-        """The answer, or the refusal or block that one of the stages decided."""
+        """The answer, or the refusal or block that one of the stages decided. A model-condensed follow-up
+        whose answer doesn't answer the rewrite is written and checked again, from the same passages, against
+        the rules' reading of it (stages/condense.py `second_reading`); the condense record says so."""
         read = await self._screen_and_retrieve(run)
         if isinstance(read, Outcome):
             return read
+        retrieved = run.stages.retrieval
+        outcome = await self._written(run, read)
+        second, rewrite = run.second_reading, run.searched
+        if second is None or (outcome.response.status, outcome.response.reason) != ("refused", "not_an_answer"):
+            return outcome
+        run.standalone, run.second_reading = second, None
+        # The passages as retrieved, without the refusal's closest sentences to the rewrite.
+        run.stages.retrieval = retrieved
+        note = f"the answer to the rewrite ({rewrite}) did not answer it: judged against the rules' reading"
+        run.record(msgspec.structs.replace(run.stages.condense, standalone_question=second, detail=note))
+        return await self._written(run, read)
+
+    async def _written(self, run: Run, read: list[ScoredPassage]) -> Outcome:
+        """8-12 for the question as it is read now (`run.searched`)."""
         # 8. Generation from the retrieved passages only, as the quarantine left them, in the prompt cut to the
         # profile's budget (every check below reads them whole).
         prompt = await prompt_passages(

@@ -248,10 +248,13 @@ class Pipeline:
             return run.finish("blocked", "bad_rewrite", detail=condensed.blocked_because)
         run.standalone, run.queries, run.own_terms = condensed.standalone, condensed.queries, condensed.own_terms
         run.asks, run.previous_answer = condensed.asks, condensed.previous_answer
+        run.second_reading = condensed.second_reading
         run.carried = await self.conversations.store.passages(run.corpus, condensed.carried)
         run.rank_carried = condensed.leans
         carried = ",".join(sorted(p.id for p in run.carried))
-        run.cache_key = self.answer_cache_key(f"{run.standalone}\0{carried}", run.corpus)
+        # Both readings key it: the answer may be the second's.
+        readings = "\0".join(r for r in (run.standalone, run.second_reading) if r)
+        run.cache_key = self.answer_cache_key(f"{readings}\0{carried}", run.corpus)
         if use_cache:
             hit = await self.guards.cache_get(run.cache_key)
             run.record(hit.stage)
@@ -337,13 +340,16 @@ class Pipeline:
         return outcome
 
     def _priced(self, run: Run) -> Profile:
-        """The profile as the spend cap prices this request: a follow-up's condense call added."""
+        """The profile as the spend cap prices this request: a follow-up's condense call added, and its calls
+        twice, since its answer may be written and checked a second time against the rules' reading
+        (stages/condense.py `second_reading`)."""
         condenser, inner = self.profile.condenser, self.profile.worst_case
         if not run.follow_up or condenser is None or inner is None:
             return self.profile
 
         def worst_case(passage_tokens: int) -> list[Usage]:
-            return [*inner(passage_tokens), condenser.worst_case()]
+            calls = list(inner(passage_tokens))
+            return [*calls, *calls, condenser.worst_case()]
 
         return msgspec.structs.replace(self.profile, worst_case=worst_case)
 

@@ -105,6 +105,8 @@ class Run:
         # A leaning follow-up's own words and the previous answer (stages/condense.py `repeats_previous`).
         self.asks: list[str] = []
         self.previous_answer: str | None = None
+        # A model-condensed follow-up's rules' reading, judged when the answer to the rewrite doesn't answer it.
+        self.second_reading: str | None = None
         # Whether the carried passages are ranked with the queries' results (a follow-up leaning on the last turn).
         self.rank_carried = False
         # This turn's conversation (pipeline._thread), and the answer cache's key once it is known.

@@ -4,7 +4,12 @@ conversation's second turn, before the follow-up's cache lookup (its key is this
 - A model profile's condenser rewrites the follow-up as a standalone question in one model call, from the
   earlier turns' questions and answered answers. The rewrite is screened as a question is (the deny-list
   here, the classifier with the rest of screening); a rewrite that is empty, too long, an attack, or only
-  the previous question again (it dropped the follow-up's own ask) is blocked with that reason.
+  the previous question again (it dropped the follow-up's own ask) is blocked with that reason. The rules
+  below read the follow-up too, and the rewrite is checked against it (`unfaithful`): one that leaves the
+  follow-up's pronoun unresolved, drops all of its own words, adds a figure no question asked, or makes a
+  question of a mere "yes" gives way to the rules' reading. A rewrite that passes is searched beside the
+  rules' queries and judged first, the rules' reading second (`second_reading`): a small model's rewrite
+  and the rules are right on different follow-ups.
 - The local profile has no model: a follow-up that leans on the previous question through a pronoun gets
   the previous question's topic in its place ("Is it cheaper for students?" after "How much is Maker
   membership?" -> "Is maker membership cheaper for students?"); one that leaves its subject out ("and for
@@ -41,6 +46,9 @@ from provenance.wire import CondenseStage
 # Words that stand for something said before ("is IT cheaper", "THAT'S $50"): the follow-up leans on the
 # previous question for its subject.
 PRONOUNS = frozenset({"it", "its", "it's", "they", "them", "their", "this", "that", "that's", "these", "those"})
+# The pronouns that only stand for something ("this" and "that" also point: "that Friday", "a class that
+# costs more"): one of them left in a rewrite was not resolved.
+PERSONAL_PRONOUNS = frozenset({"it", "its", "it's", "they", "them", "their"})
 PLURAL_PRONOUNS = frozenset({"they", "them", "their", "these", "those"})
 # How a follow-up that omits its subject starts ("and for students?", "what about weekends?").
 ELLIPSIS_OPENERS = ("and ", "what about ", "how about ", "also ", "same for ", "or ")
@@ -93,6 +101,9 @@ class CondenseOutcome(msgspec.Struct, frozen=True):
     # checks a figure ("So that's $50, right?"), which the documents' figure in the previous answer answers.
     asks: list[str] = msgspec.field(default_factory=list)
     previous_answer: str | None = None
+    # A model's rewrite that passed its check (`unfaithful`) is judged first; the rules' reading is a second,
+    # judged when the answer to the rewrite is refused as not answering it (pipeline/answering.py).
+    second_reading: str | None = None
 
     @property
     def usages(self) -> list[Usage]:
@@ -376,63 +387,105 @@ async def condense(
     without it an elliptic fragment is added to the previous question."""
     timer = Timer()
     carried = list(previous.cited_passage_ids)
-    if condenser is None:
-        if similarity is None:
-            kind, alone = standalone(question, previous.standalone_question)
-        else:
-            # Off the event loop: a word not yet in the vectors' cache is embedded.
-            kind, alone = await asyncio.to_thread(standalone, question, previous.standalone_question, similarity)
-        # Searched as typed too: a rewrite by rule can miss, and the fused ranking keeps what the follow-up's
-        # own words find.
-        queries = list(dict.fromkeys([question, alone]))
-        if kind in ("alone", "pronoun") and previous.standalone_question:
-            # A question of its own may still be about the previous one's ("Do members pay less?"), and a
-            # pronoun's reading may pick the wrong subject ("Does that cover primaries?" after "Do I get time
-            # off to vote?" read as "time"): searched joined to the previous question too, which names them all.
-            # Relevance is still judged against the reading, so what only the previous question wanted is refused.
-            queries.append(f"{clean(question)[0]} {previous.standalone_question}")
-        stage = CondenseStage(
+    if similarity is None:
+        kind, reading = standalone(question, previous.standalone_question)
+    else:
+        # Off the event loop: a word not yet in the vectors' cache is embedded.
+        kind, reading = await asyncio.to_thread(standalone, question, previous.standalone_question, similarity)
+    # Searched as typed too: a rewrite can miss, and the fused ranking keeps what the follow-up's own words find.
+    queries = list(dict.fromkeys([question, reading]))
+    if kind in ("alone", "pronoun") and previous.standalone_question:
+        # A question of its own may still be about the previous one's ("Do members pay less?"), and a pronoun's
+        # reading may pick the wrong subject ("Does that cover primaries?" after "Do I get time off to vote?"
+        # read as "time"): searched joined to the previous question too, which names them all. Relevance is
+        # still judged against the reading, so what only the previous question wanted is refused.
+        queries.append(f"{clean(question)[0]} {previous.standalone_question}")
+    own = sorted(T.content_terms(question) - T.content_terms(previous.standalone_question))
+    checks_figure = any(ch.isdigit() for ch in question)
+    ruled = CondenseOutcome(
+        CondenseStage(
             status="ok",
             ms=timer.ms,
             method="fused",
             detail=_KINDS[kind],
-            standalone_question=alone,
+            standalone_question=reading,
             queries=queries,
             carried_passage_ids=carried,
-        )
-        own = sorted(T.content_terms(question) - T.content_terms(previous.standalone_question))
-        elliptic = kind in ("ellipsis", "replaced")
-        leans = kind in ("pronoun", "ellipsis", "replaced", "question")
-        checks_figure = any(ch.isdigit() for ch in question)
-        return CondenseOutcome(
-            stage,
-            alone,
-            queries,
-            carried,
-            own_terms=own if elliptic else [],
-            leans=leans,
-            # A short question given the previous subject ("Can I go?") has too few words of its own to hold.
-            asks=own if kind in ("pronoun", "ellipsis", "replaced") and not checks_figure else [],
-            previous_answer=previous.earlier[-1][1] if previous.earlier else None,
-        )
+        ),
+        reading,
+        queries,
+        carried,
+        own_terms=own if kind in ("ellipsis", "replaced") else [],
+        leans=kind in ("pronoun", "ellipsis", "replaced", "question"),
+        # A short question given the previous subject ("Can I go?") has too few words of its own to hold.
+        asks=own if kind in ("pronoun", "ellipsis", "replaced") and not checks_figure else [],
+        previous_answer=previous.earlier[-1][1] if previous.earlier else None,
+    )
+    if condenser is None:
+        return ruled
     # A failed call raises ModelError, which the pipeline answers as it answers any model's failure.
     condensed = await condenser.condense(question, previous.earlier)
     rewrite = " ".join(condensed.standalone.split())
     usage = condensed.usage
-    bad = _bad_rewrite(rewrite, previous.standalone_question, max_chars)
     stage = CondenseStage(
-        status="blocked" if bad else "ok",
+        status="ok",
         ms=timer.ms,
-        detail=bad,
         method="model",
         model=condenser.name,
-        standalone_question=None if bad else rewrite,
-        queries=[] if bad else [rewrite],
         carried_passage_ids=carried,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
     )
-    return CondenseOutcome(stage, rewrite if not bad else question, [rewrite], carried, usage, bad)
+    bad = _bad_rewrite(rewrite, previous.standalone_question, max_chars)
+    if bad:
+        blocked = msgspec.structs.replace(stage, status="blocked", detail=bad)
+        return CondenseOutcome(blocked, question, [], carried, usage, bad)
+    asked_before = " ".join([*(q for q, _ in previous.earlier), previous.standalone_question])
+    doubt = unfaithful(rewrite, question, asked_before, kind)
+    if doubt:
+        # Not the follow-up's question: not searched or judged against. The rules' reading stands in.
+        detail = f"the model's rewrite ({rewrite}) {doubt}: the rules' reading is used instead"
+        stage = msgspec.structs.replace(stage, detail=detail, standalone_question=reading, queries=queries)
+        return msgspec.structs.replace(ruled, stage=stage, usage=usage)
+    # The rewrite is searched beside the rules' queries and fused with them (each finds what the other misses),
+    # and judged first; the rules' reading is the second, judged when the rewrite's answer doesn't answer it.
+    queries = list(dict.fromkeys([rewrite, *queries]))
+    second = None if T.normalise_question(reading) == T.normalise_question(rewrite) else reading
+    stage = msgspec.structs.replace(stage, standalone_question=rewrite, queries=queries)
+    return msgspec.structs.replace(
+        ruled, stage=stage, standalone=rewrite, queries=queries, usage=usage, second_reading=second
+    )
+
+
+# Words that reply rather than ask ("yes", "ok, thanks"): a follow-up of only these has no ask of its own, and a
+# rewrite of it can only be a question the model made up.
+_REPLIES = frozenset(
+    {"yes", "yeah", "yep", "no", "nope", "ok", "okay", "sure", "thanks", "thank", "please", "right", "correct", "great"}
+)
+
+
+def unfaithful(rewrite: str, follow_up: str, asked_before: str, kind: Kind) -> str | None:
+    """Why a model's rewrite is not the follow-up's question, or None. It must resolve the follow-up's pronouns,
+    keep every word of the follow-up's own (those no earlier question used), and add no figure that no question
+    asked (one from an earlier answer: "Can I go?" is not "Can I go to the 7 pm meeting?"). A follow-up of only
+    "yes" or "thanks" asks nothing, so any rewrite of it is the model's own question."""
+    said = T.words(follow_up)
+    if not [w for w in said if w not in _REPLIES and w not in T.STOPWORDS]:
+        return "asks what the follow-up, a reply, did not ask"
+    written, told = T.words(rewrite), T.content_terms(follow_up)
+    if kind == "pronoun" and (
+        {w for w in said if w in PERSONAL_PRONOUNS} & set(written)
+        or _CLOSING_ONE.search(rewrite) is not None
+        or T.content_terms(rewrite) <= told
+    ):
+        return "keeps the follow-up's pronoun unresolved"
+    own = told - T.content_terms(asked_before)
+    if own and not own & T.content_terms(rewrite):
+        return f"drops the follow-up's own words ({', '.join(sorted(own))})"
+    added = T.numbers(rewrite) - T.numbers(follow_up) - T.numbers(asked_before)
+    if added:
+        return f"adds figures no question asked ({', '.join(sorted(added))})"
+    return None
 
 
 def speaks_to(own_terms: Sequence[str], claims: Sequence[str]) -> bool:
