@@ -9,7 +9,8 @@ from pathlib import Path
 
 import msgspec
 
-CALIBRATION_PATH = Path(__file__).resolve().parent.parent / "data" / "judge_calibration.json"
+# provenance/data, beside the local verifier's coefficients (claims/judge/ is two levels below the package).
+CALIBRATION_PATH = Path(__file__).resolve().parents[2] / "data" / "judge_calibration.json"
 # P(Yes) is clipped away from 0 and 1 before its logit is taken: a judgment is never certain.
 _EPS = 1e-4
 
