@@ -66,6 +66,9 @@ class ClaimVerdict(msgspec.Struct, frozen=True):
     judge: JudgeRecord | None = None
     local_support: float | None = None
     local_relevance: float | None = None
+    # The judge's relevance is no firm No (JUDGE_RELEVANCE=firm): the writer's own verdict, when it gave one, may
+    # stand above it (`claims.verdict.combine`).
+    writer_may_raise: bool = False
 
 
 # A verdict a verifier left out counts as "not supported": verification fails closed.

@@ -20,11 +20,11 @@ from provenance.claims.judge import client_for
 from provenance.claims.judge.calibration import JudgeCalibration, calibration_for, save_calibration
 from provenance.claims.judge.model import RELEVANCE, ModelJudge, p_yes_from_logprobs
 from provenance.claims.support import FACT_VETO
-from provenance.claims.verdict import JudgedVerifier
+from provenance.claims.verdict import JudgedVerifier, combine
 from provenance.errors import SettingsError
 from provenance.inference.embedder import Embedder
 from provenance.pipeline.door import Pipeline
-from provenance.ports import ScoredPassage
+from provenance.ports import ClaimVerdict, ScoredPassage, Verification
 from provenance.services import Services, build_profile
 from provenance.settings import Settings, load_settings
 from provenance.wire import AskResponse
@@ -187,6 +187,44 @@ async def test_the_veto_rule_keeps_the_local_relevance_unless_the_judge_says_no(
     assert veto.judge is not None and veto.judge.raw_relevance == pytest.approx(p_yes)
     assert veto.judge.relevance == pytest.approx(p_yes)  # the judge's own verdict, shown as its
     assert veto.local_relevance == pytest.approx(own.relevance)
+
+
+@pytest.mark.parametrize(("p_yes", "others_stand"), [(0.3, True), (0.15, False)])
+async def test_the_firm_rule_lets_the_rules_and_the_writer_stand_unless_the_judge_says_a_firm_no(
+    judge_server: tuple[ScriptedServer, str], embedder: Embedder, p_yes: float, others_stand: bool
+) -> None:
+    server, url = judge_server
+    server.reply = says(p_yes)
+    rules = build_feature_verifier(embedder)
+    rules.set_corpus([(PASSAGE.text, ())])
+    quote = "A standard locker costs $14 per month."
+    judge = ModelJudge(client_for(Settings(), url), JUDGE, server=url, calibration=None)
+    [own] = (await rules.verify(LOCKERS, [quote], [PASSAGE])).verdicts
+    assert own.relevance is not None and own.relevance > 0.6
+    firm = JudgedVerifier(rules, judge, independent=True, relevance="firm")
+    judged = await firm.verify(LOCKERS, [quote], [PASSAGE])
+    [verdict] = judged.verdicts
+    # Under one half, which `veto` takes for a No; only at FIRM_NO or under does the judge's verdict stand.
+    assert verdict.relevance == pytest.approx(own.relevance if others_stand else p_yes)
+    assert verdict.writer_may_raise is others_stand
+    # The writer's own verdict (a model profile's claims call) counts the same way.
+    writer = Verification(verdicts=[ClaimVerdict(support=0.95, supporting_passage_ids=[PASSAGE.id], relevance=0.97)])
+    [result] = combine([quote], judged, writer)
+    assert result.relevance == pytest.approx(0.97 if others_stand else p_yes)
+    assert result.model_relevance == pytest.approx(0.97) and result.judge is not None
+
+
+def test_the_shipped_calibration_is_found_for_the_local_judge() -> None:
+    """The file the package ships, at the path the judge reads: a judge without it runs uncalibrated, which
+    nothing else would notice (it did, from the move of the judge into claims/judge/ until this test)."""
+    from provenance.claims.judge.calibration import CALIBRATION_PATH
+    from provenance.inference.llm_server import QWEN_FILE
+
+    assert CALIBRATION_PATH.is_file(), CALIBRATION_PATH
+    found = calibration_for(Path(QWEN_FILE).stem)
+    assert found is not None and found.pairs > 0
+    # A timid Yes maps below the gate's weakest-claim floor; a firm one stays above the gate.
+    assert found.apply(0.55) < 0.4 < 0.7 < found.apply(0.96)
 
 
 def test_a_calibration_maps_p_yes_and_is_found_by_model(tmp_path: Path) -> None:

@@ -120,11 +120,15 @@ def test_a_judged_case_is_rescored_with_the_local_relevance_or_both_and_its_caps
     assert rescore_relevance([refused_case()], rules, "rules", "best")[0].status == "refused"
     assert relevance_rules_table([refused_case()], rules) == []
     table = relevance_rules_table([judged, capped], rules)
-    assert len([line for line in table if line.startswith("| ") and "%" in line]) == 10
+    assert len([line for line in table if line.startswith("| ") and "%" in line]) == 12
     # The veto: the judge's No (0.4) stands over the rules' 0.9; its Yes (0.6) lets the rules' 0.8 count.
     vetoed = msgspec.structs.replace(judged, claim_judge_relevance=[0.4, 0.6])
     assert rescore_relevance([vetoed], rules, "veto", "every")[0].status == "refused"  # mean (0.4 + 0.8) / 2
     assert rescore_relevance([vetoed], rules, "veto", "best")[0].status == "answered"
+    # Firm: only a firm No (0.2 or under) stands; the judge's 0.4 lets the rules' 0.9 count.
+    assert rescore_relevance([vetoed], rules, "firm", "every")[0].status == "answered"  # mean (0.9 + 0.8) / 2
+    firmly = msgspec.structs.replace(judged, claim_judge_relevance=[0.15, 0.6])
+    assert rescore_relevance([firmly], rules, "firm", "every")[0].status == "refused"
 
 
 @pytest.mark.skipif(not EXTERNAL.exists(), reason=f"external suite not found at {EXTERNAL}")

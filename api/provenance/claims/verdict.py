@@ -63,6 +63,10 @@ ENOUGH = 0.9
 SUPPORT_FLOOR = 0.40
 # The judge's own verdict: Yes is the likelier answer.
 SAYS_YES = 0.5
+# A firm No on relevance (JUDGE_RELEVANCE=firm): Qwen2.5-Coder-1.5B's P(Yes) for every right answer of
+# HaluEval's 95 QA pairs is above it (the lowest 0.23; evals/judge/*-relevance.jsonl), and 4 of its 65
+# non-answers are at or below. Fitted there only; the 18F relevance pairs report it.
+FIRM_NO = 0.2
 
 
 class JudgedVerifier:
@@ -151,15 +155,19 @@ class JudgedVerifier:
             detail="quoted word for word: stated, no judgment needed" if best_judged is None else None,
         )
         relevance: float = 0.0
+        raise_ok = False
         if best >= SUPPORT_FLOOR:
             answered = await self.judge.relevance(question, claim, by_id[best_candidate.passage_id].heading)
             usages.append(answered.usage)
             relevance = self.judge.calibrated_relevance(answered.p_yes)
             # The record keeps the judge's own verdict (what the page says it said); the claim, what counts.
             record = _with_relevance(record, answered, relevance)
-            if self.relevance == "veto" and answered.p_yes >= SAYS_YES and local.relevance is not None:
-                # The judge says Yes: the local verifier's relevance may stand higher than its timid P(Yes).
+            no_no = answered.p_yes >= SAYS_YES if self.relevance == "veto" else answered.p_yes > FIRM_NO
+            if self.relevance != "judge" and no_no and local.relevance is not None:
+                # No No from the judge (with `firm`, no firm No): the local verifier's relevance may stand higher
+                # than its timid P(Yes), and with `firm` so may the writer's own verdict (`combine`).
                 relevance = max(relevance, local.relevance)
+            raise_ok = self.relevance == "firm" and no_no
         else:
             record = _with_detail(record, "relevance not judged: the support fails the gate's floor")
         veto = best_candidate.veto if best_candidate.veto in FINAL_VETOES else None
@@ -178,6 +186,7 @@ class JudgedVerifier:
             judge=record,
             local_support=local.support,
             local_relevance=local.relevance,
+            writer_may_raise=raise_ok,
         )
 
     async def sentence_relevance(self, question: str, passages: Sequence[ScoredPassage]) -> list[list[SentenceScore]]:
@@ -248,11 +257,15 @@ def combine(claims: Sequence[str], local: Verification, model: Verification | No
             # Both must agree; when they name different passages, trust the more doubtful verifier's.
             ids = agreed or list((lv if lv.support <= mv.support else mv).supporting_passage_ids)
         relevance_from = mv if mv is not None and mv.relevance is not None and lv.judge is None else lv
+        relevance = relevance_from.relevance or 0.0
+        if lv.writer_may_raise and mv is not None and mv.relevance is not None:
+            # JUDGE_RELEVANCE=firm and no firm No from the judge: the writer read the question too.
+            relevance = max(relevance, mv.relevance)
         results.append(
             ClaimResult(
                 text=claim,
                 support=round(support, 4),
-                relevance=round(relevance_from.relevance or 0.0, 4),
+                relevance=round(relevance, 4),
                 supporting_passage_ids=ids,
                 lexical_overlap=0.0,
                 local_support=round(lv.support if lv.local_support is None else lv.local_support, 4),

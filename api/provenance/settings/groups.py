@@ -22,7 +22,7 @@ LocalModels = Literal["features", "trained"]
 # or a Claude model other than the writer on Anthropic's API.
 JudgeName = Literal["rules", "openai", "anthropic", "local"]
 # Whose relevance counts when a judge reads the claims (JUDGE_RELEVANCE): claims/verdict.py.
-JudgeRelevance = Literal["judge", "veto"]
+JudgeRelevance = Literal["judge", "veto", "firm"]
 # Where a model profile's claims come from (CLAIMS_FROM): the model's own call, which gives them with its
 # verdicts, or the answer's sentences (the local decomposer), judged by the local verifier (and the reading
 # judge, when JUDGE sets one) alone: one model call fewer.
@@ -558,15 +558,17 @@ class JudgeSettings(msgspec.Struct, frozen=True, kw_only=True):
         ),
     ] = 2
     # `veto`: the higher of the judge's and the rules' unless the judge says No (P(Yes) under one half), when
-    # the judge's stands (claims/verdict.py).
+    # the judge's stands; `firm` (the default, evals/judge-firm/): the same, with the writer's own verdict among
+    # the rules' and only a firm No standing (claims/verdict.py FIRM_NO).
     relevance: Annotated[
         JudgeRelevance,
         env(
             "_RELEVANCE",
-            "whose relevance counts: `judge` (the judge's verdict) or `veto` (the higher of the judge's and the "
-            "rules', unless the judge says No, when the judge's stands)",
+            "whose relevance counts: `judge` (the judge's verdict), `veto` (the higher of the judge's and the "
+            "rules', unless the judge says No, when the judge's stands) or `firm` (the higher of the judge's, the "
+            "rules' and the writer's own, unless the judge says a firm No: P(Yes) at most 0.2)",
         ),
-    ] = "veto"
+    ] = "firm"
     price_input_per_mtok: Annotated[
         float,
         env(
