@@ -24,7 +24,7 @@ from provenance.claims.verdict import JudgedVerifier, combine
 from provenance.errors import SettingsError
 from provenance.inference.embedder import Embedder
 from provenance.pipeline.door import Pipeline
-from provenance.ports import ClaimVerdict, ScoredPassage, Verification
+from provenance.ports import ClaimVerdict, ScoredPassage, Verification, Verifier
 from provenance.services import Services, build_profile
 from provenance.settings import Settings, load_settings
 from provenance.wire import AskResponse
@@ -166,22 +166,33 @@ async def test_a_quoted_claim_needs_no_support_judgment(
     assert relevance["messages"][1]["content"].startswith(f"Question: {LOCKERS}")
 
 
-@pytest.mark.parametrize(("p_yes", "rules_stand"), [(0.6, True), (0.3, False)])
-async def test_the_veto_rule_keeps_the_local_relevance_unless_the_judge_says_no(
-    judge_server: tuple[ScriptedServer, str], embedder: Embedder, p_yes: float, rules_stand: bool
-) -> None:
+QUOTE = "A standard locker costs $14 per month."
+
+
+async def _quoted_locker(
+    judge_server: tuple[ScriptedServer, str], embedder: Embedder, p_yes: float
+) -> tuple[Verifier, ModelJudge, ClaimVerdict]:
+    """The rules over the lockers passage, a judge whose every P(Yes) is `p_yes`, and the rules' own verdict on
+    the passage's price sentence quoted, which they read as the answer."""
     server, url = judge_server
     server.reply = says(p_yes)
     rules = build_feature_verifier(embedder)
     rules.set_corpus([(PASSAGE.text, ())])
-    quote = "A standard locker costs $14 per month."
     judge = ModelJudge(client_for(Settings(), url), JUDGE, server=url, calibration=None)
-    [own] = (await rules.verify(LOCKERS, [quote], [PASSAGE])).verdicts
+    [own] = (await rules.verify(LOCKERS, [QUOTE], [PASSAGE])).verdicts
     assert own.relevance is not None and own.relevance > 0.6  # the rules read it as the answer
-    [by_judge] = (await JudgedVerifier(rules, judge, independent=True).verify(LOCKERS, [quote], [PASSAGE])).verdicts
+    return rules, judge, own
+
+
+@pytest.mark.parametrize(("p_yes", "rules_stand"), [(0.6, True), (0.3, False)])
+async def test_the_veto_rule_keeps_the_local_relevance_unless_the_judge_says_no(
+    judge_server: tuple[ScriptedServer, str], embedder: Embedder, p_yes: float, rules_stand: bool
+) -> None:
+    rules, judge, own = await _quoted_locker(judge_server, embedder, p_yes)
+    [by_judge] = (await JudgedVerifier(rules, judge, independent=True).verify(LOCKERS, [QUOTE], [PASSAGE])).verdicts
     assert by_judge.relevance == pytest.approx(p_yes)
     vetoing = JudgedVerifier(rules, judge, independent=True, relevance="veto")
-    [veto] = (await vetoing.verify(LOCKERS, [quote], [PASSAGE])).verdicts
+    [veto] = (await vetoing.verify(LOCKERS, [QUOTE], [PASSAGE])).verdicts
     # A timid Yes lets the rules' higher relevance stand; a No is the judge's, whatever the rules say.
     assert veto.relevance == pytest.approx(own.relevance if rules_stand else p_yes)
     assert veto.judge is not None and veto.judge.raw_relevance == pytest.approx(p_yes)
@@ -193,23 +204,16 @@ async def test_the_veto_rule_keeps_the_local_relevance_unless_the_judge_says_no(
 async def test_the_firm_rule_lets_the_rules_and_the_writer_stand_unless_the_judge_says_a_firm_no(
     judge_server: tuple[ScriptedServer, str], embedder: Embedder, p_yes: float, others_stand: bool
 ) -> None:
-    server, url = judge_server
-    server.reply = says(p_yes)
-    rules = build_feature_verifier(embedder)
-    rules.set_corpus([(PASSAGE.text, ())])
-    quote = "A standard locker costs $14 per month."
-    judge = ModelJudge(client_for(Settings(), url), JUDGE, server=url, calibration=None)
-    [own] = (await rules.verify(LOCKERS, [quote], [PASSAGE])).verdicts
-    assert own.relevance is not None and own.relevance > 0.6
+    rules, judge, own = await _quoted_locker(judge_server, embedder, p_yes)
     firm = JudgedVerifier(rules, judge, independent=True, relevance="firm")
-    judged = await firm.verify(LOCKERS, [quote], [PASSAGE])
+    judged = await firm.verify(LOCKERS, [QUOTE], [PASSAGE])
     [verdict] = judged.verdicts
     # Under one half, which `veto` takes for a No; only at FIRM_NO or under does the judge's verdict stand.
     assert verdict.relevance == pytest.approx(own.relevance if others_stand else p_yes)
     assert verdict.writer_may_raise is others_stand
     # The writer's own verdict (a model profile's claims call) counts the same way.
     writer = Verification(verdicts=[ClaimVerdict(support=0.95, supporting_passage_ids=[PASSAGE.id], relevance=0.97)])
-    [result] = combine([quote], judged, writer)
+    [result] = combine([QUOTE], judged, writer)
     assert result.relevance == pytest.approx(0.97 if others_stand else p_yes)
     assert result.model_relevance == pytest.approx(0.97) and result.judge is not None
 

@@ -89,7 +89,7 @@ def expected_answer_type(question: str) -> str | None:
         # allowance, not that.
         return "elapsed"
     if re.search(r"\bhow long\b", q) and not re.search(r"\bhow long (is|are) (the|a|an|my|your|our|their)\b", q):
-        # "How long does an induction take?" asks for a span of time: a number alone ("at 6 pm") is not one.
+        # "How long do I have to wait?" asks for a span of time: a number alone ("at 6 pm") is not one.
         # "How long is the table?" may ask for a length, so a number still answers it.
         return "duration"
     if re.search(r"\bhow (many|long|old|often|far|big|large)\b|\bminimum\b|\bmaximum\b|\blimit\b", q):

@@ -466,9 +466,10 @@ _REPLIES = frozenset(
 
 def unfaithful(rewrite: str, follow_up: str, asked_before: str, kind: Kind) -> str | None:
     """Why a model's rewrite is not the follow-up's question, or None. It must resolve the follow-up's pronouns,
-    keep every word of the follow-up's own (those no earlier question used), and add no figure that no question
-    asked (one from an earlier answer: "Can I go?" is not "Can I go to the 7 pm meeting?"). A follow-up of only
-    "yes" or "thanks" asks nothing, so any rewrite of it is the model's own question."""
+    keep at least one of the follow-up's own words (those no earlier question used; a paraphrase may reword the
+    rest), and add no figure that no question asked (one from an earlier answer: "Can I go?" is not "Can I go
+    to the 7 pm meeting?"). A follow-up of only "yes" or "thanks" asks nothing, so any rewrite of it is the
+    model's own question."""
     said = T.words(follow_up)
     if not [w for w in said if w not in _REPLIES and w not in T.STOPWORDS]:
         return "asks what the follow-up, a reply, did not ask"
