@@ -19,7 +19,7 @@ from bench.hybrid_scale import corpus_words, eval_questions, synthetic
 from bench.vector_scale import DIM
 from provenance.services import load_embedder
 from provenance.settings import load_settings
-from provenance.stages.retrieve import RRF_K
+from provenance.stages.retrieve import VECTOR_WEIGHT, hybrid_pool
 from provenance.store import Store
 from provenance.store.corpora import CorpusDescription
 
@@ -53,7 +53,13 @@ async def run(small: int, large: int) -> None:
                 for question, vector in zip(questions, vectors, strict=True):
                     started = time.perf_counter()
                     got = await store.hybrid_search(
-                        vector, question, k, pool_size=max(4 * k, 20), rrf_k=RRF_K, corpus=corpus, exact=exact
+                        vector,
+                        question,
+                        k,
+                        pool_size=hybrid_pool(k),
+                        vector_weight=VECTOR_WEIGHT,
+                        corpus=corpus,
+                        exact=exact,
                     )
                     ms.append((time.perf_counter() - started) * 1000)
                     found[corpus, exact].append([p.id for p in got])

@@ -25,7 +25,7 @@ from provenance.inference.embedder import Embedder
 from provenance.ingest.chunking import Chunk
 from provenance.services import load_embedder
 from provenance.settings import REPO_ROOT, load_settings
-from provenance.stages.retrieve import RRF_K
+from provenance.stages.retrieve import VECTOR_WEIGHT, hybrid_pool
 from provenance.store.corpora import CorpusDescription
 
 CORPUS = "scale"
@@ -83,7 +83,9 @@ async def run(sizes: list[int]) -> None:
                 for question, vector in zip(questions, vectors, strict=True):
                     started = time.perf_counter()
                     # As the retrieve stage asks it.
-                    await store.hybrid_search(vector, question, k, pool_size=max(4 * k, 20), rrf_k=RRF_K, corpus=CORPUS)
+                    await store.hybrid_search(
+                        vector, question, k, pool_size=hybrid_pool(k), vector_weight=VECTOR_WEIGHT, corpus=CORPUS
+                    )
                     ms.append((time.perf_counter() - started) * 1000)
                 p50, p95 = percentile(ms, 0.5), percentile(ms, 0.95)
                 print(

@@ -28,7 +28,7 @@ from provenance.pipeline.door import Pipeline
 from provenance.services import build_profile, load_embedder
 from provenance.settings import REPO_ROOT, Settings
 from provenance.sources.commands import add_site, sync_now
-from provenance.stages.retrieve import RRF_K
+from provenance.stages.retrieve import VECTOR_WEIGHT, hybrid_pool
 from provenance.store import Store
 from provenance.store.embedded_pg import start_embedded
 from provenance.store.pool import create_pool, migrate
@@ -83,7 +83,13 @@ async def main(reuse: Path | None, answers: bool = False) -> None:
         query = query_embedder.embed_query(case.question)
         for corpus in hits:
             found = await store.hybrid_search(
-                query, case.question, K, pool_size=max(4 * K, 20), rrf_k=RRF_K, corpus=corpus, exact=True
+                query,
+                case.question,
+                K,
+                pool_size=hybrid_pool(K),
+                vector_weight=VECTOR_WEIGHT,
+                corpus=corpus,
+                exact=True,
             )
             hits[corpus] += bool(retrieved_answer([p.text for p in found], case.mustIncludeAny))
     async with pool.acquire() as conn:

@@ -15,7 +15,7 @@ from provenance.jobs.sites import page_path
 from provenance.jobs.worker import JobRun
 from provenance.settings import Settings
 from provenance.sources.commands import add_site, sources
-from provenance.stages.retrieve import RRF_K
+from provenance.stages.retrieve import VECTOR_WEIGHT, hybrid_pool
 from provenance.store import Store
 from provenance.store.sources import Document, SourceStore
 from tests.sources.site_build import HANDBOOK, build
@@ -157,7 +157,13 @@ async def test_a_sync_of_two_sites_rebuilds_the_corpus_once(
 
 async def search(store: Store, embedder: Embedder, question: str) -> list[str]:
     found = await store.hybrid_search(
-        embedder.embed_query(question), question, 4, pool_size=20, rrf_k=RRF_K, corpus="tools", exact=True
+        embedder.embed_query(question),
+        question,
+        4,
+        pool_size=hybrid_pool(4),
+        vector_weight=VECTOR_WEIGHT,
+        corpus="tools",
+        exact=True,
     )
     return [p.id for p in found]
 

@@ -7,7 +7,7 @@ import pytest
 from provenance.errors import ModelMismatch, ServiceError
 from provenance.inference.embedder import Embedder
 from provenance.services import Services
-from provenance.stages.retrieve import retrieve
+from provenance.stages.retrieve import hybrid_pool, retrieve
 from provenance.store import Store
 from tests.store.test_hybrid_search import python_hybrid
 
@@ -36,17 +36,17 @@ async def test_retrieve_vector(corpus_services: Services) -> None:
     assert outcome.passages[0].id == "05-storage-and-lockers.md#lockers"
 
 
-async def test_retrieve_hybrid_is_rrf_of_vector_and_text(corpus_services: Services) -> None:
+async def test_retrieve_hybrid_fuses_vector_and_text(corpus_services: Services) -> None:
     s, k = corpus_services, 5
     question = "When is the annual general meeting?"
     outcome = await retrieve(question, s.embedder, s.store, k, "hybrid", s.pipeline.corpora.model)
     _check_passages(outcome, k)
     assert outcome.stage.mode == "hybrid"
 
-    # The order is the fused order of the two rankings the stage builds (pool of max(4k, 20) each), as the
-    # replaced Python fusion made it (tests/store/test_hybrid_search.py holds it) ...
+    # The order is the fused order of the two rankings the stage builds (pools of hybrid_pool(k) each), as the
+    # Python reference fuses them (tests/store/test_hybrid_search.py holds it) ...
     query = s.embedder.embed_query(question)
-    expected = await python_hybrid(s.store, query, question, k, max(4 * k, 20))
+    expected = await python_hybrid(s.store, query, question, k, hybrid_pool(k))
     assert [p.id for p in outcome.passages] == [p.id for p in expected]
     # ... and every score is the passage's cosine to the question, never a text rank.
     for p, want in zip(outcome.passages, expected, strict=True):

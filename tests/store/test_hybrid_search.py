@@ -1,6 +1,7 @@
-"""Hybrid retrieval is one SQL statement (CorpusStore.hybrid_search, RRF in a CTE). It replaced two searches
-and a fusion in Python; that path is kept here, verbatim, as the reference the statement must agree with: same
-ids in the same order (ties included) and the same scores, on our corpus and on a small one built for ties."""
+"""Hybrid retrieval is one SQL statement (CorpusStore.hybrid_search, the fusion in a CTE). It replaced two
+searches and a fusion in Python; that path is kept here as the reference the statement must agree with, its
+fusion now the weighted sum of scaled scores the statement computes: same ids in the same order (ties
+included) and the same scores, on our corpus and on a small one built for ties."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from provenance.ingest.chunking import Chunk
 from provenance.ports import ScoredPassage
 from provenance.services import Services
-from provenance.stages.retrieve import RRF_K
+from provenance.stages.retrieve import VECTOR_WEIGHT
 from provenance.store import Store
 from provenance.store.corpora import CorpusStore
 
@@ -31,23 +32,36 @@ LIMIT $2
 """
 
 
-def reciprocal_rank_fusion(rankings: list[list[str]], k: int = RRF_K) -> list[str]:
-    """The replaced fusion: sum of 1 / (k + rank) over the rankings (rank from 1), ties by id."""
+def weighted_fusion(rankings: list[list[tuple[str, float]]], weights: list[float] | None = None) -> list[str]:
+    """Each ranking's (id, score) pairs, scores scaled by the largest in size among them (0 where all are
+    0), summed with the rankings' weights (the vector ranking's VECTOR_WEIGHT, the text's the rest), 0 for
+    a ranking a passage is not in; ties by id."""
+    weights = weights or [VECTOR_WEIGHT, 1 - VECTOR_WEIGHT]
     scores: dict[str, float] = {}
-    for ranking in rankings:
-        for rank, pid in enumerate(ranking):
-            scores[pid] = scores.get(pid, 0.0) + 1.0 / (k + rank + 1)
+    for weight, ranking in zip(weights, rankings, strict=True):
+        largest = max((abs(score) for _, score in ranking), default=0.0)
+        for pid, score in ranking:
+            scaled = score / largest if largest > 0 else 0.0
+            scores[pid] = scores.get(pid, 0.0) + weight * scaled
     return sorted(scores, key=lambda pid: (-scores[pid], pid))
 
 
 async def python_hybrid(
-    store: CorpusStore, query: np.ndarray, question: str, k: int, pool_size: int, corpus: str = "default"
+    store: CorpusStore,
+    query: np.ndarray,
+    question: str,
+    k: int,
+    pool_size: int,
+    corpus: str = "default",
+    weight: float = VECTOR_WEIGHT,
 ) -> list[ScoredPassage]:
     """The replaced retrieval path: three round trips and the fusion above."""
     vector_hits = await store.vector_search(query, pool_size, corpus)
     async with store.pool.acquire() as conn:
         text_hits = [ScoredPassage(**dict(r)) for r in await conn.fetch(TEXT_SEARCH_SQL, question, pool_size, corpus)]
-    fused = reciprocal_rank_fusion([[p.id for p in vector_hits], [p.id for p in text_hits]])[:k]
+    fused = weighted_fusion(
+        [[(p.id, p.score) for p in vector_hits], [(p.id, p.score) for p in text_hits]], [weight, 1 - weight]
+    )[:k]
     by_id = {p.id: p for p in vector_hits}
     missing = [pid for pid in fused if pid not in by_id]
     if missing:
@@ -75,17 +89,21 @@ def assert_same(got: list[ScoredPassage], want: list[ScoredPassage], vector_pool
             assert g.score == pytest.approx(w.score, abs=1e-6)
 
 
-def test_reciprocal_rank_fusion() -> None:
-    # b is 2nd and 1st: 1/62 + 1/61 beats a (1st and 3rd): 1/61 + 1/63.
-    assert reciprocal_rank_fusion([["a", "b", "c"], ["b", "d", "a"]]) == ["b", "a", "d", "c"]
-    # Only in one ranking: the fused order is that ranking's; ties break by id.
-    assert reciprocal_rank_fusion([["z", "y"]]) == ["z", "y"]
-    assert reciprocal_rank_fusion([["x"], ["w"]]) == ["w", "x"]
-    assert reciprocal_rank_fusion([]) == []
-    # With k=0 ranks weigh 1, 1/2, ...: three 2nd places (3/2) beat one 1st place (1) ...
-    assert reciprocal_rank_fusion([["p", "q"], ["r", "q"], ["s", "q"]], k=0)[0] == "q"
-    # ... and two 2nd places tie with it (1/2 + 1/2 = 1): the id decides.
-    assert reciprocal_rank_fusion([["p", "q"], ["r", "q"]], k=0) == ["p", "q", "r"]
+def test_weighted_fusion() -> None:
+    # Scaled by each ranking's best: a (0.8 -> 1) 0.7; b (0.4 -> 0.5, and the text's best) 0.35 + 0.3; c 0.15.
+    assert weighted_fusion([[("a", 0.8), ("b", 0.4)], [("b", 2.0), ("c", 1.0)]]) == ["a", "b", "c"]
+    # The weights decide: at 0.5 each, b (0.25 + 0.5) passes a (0.5).
+    assert weighted_fusion([[("a", 0.8), ("b", 0.4)], [("b", 2.0), ("c", 1.0)]], [0.5, 0.5]) == ["b", "a", "c"]
+    # A ranking's units don't matter, only its scores over its best.
+    assert weighted_fusion([[("a", 0.8), ("b", 0.4)], [("b", 20.0), ("c", 10.0)]]) == ["a", "b", "c"]
+    # Equal text ranks add equally, whatever order the text ranking listed them in (rank fusion gave the
+    # first listed more): the vector ranking's order stands.
+    assert weighted_fusion([[("a", 0.9), ("b", 0.6)], [("b", 1.0), ("a", 1.0)]]) == ["a", "b"]
+    # Cosines all below 0 keep their order (-0.2 scales to -0.5, -0.4 to -1); exact ties go to the smaller id.
+    assert weighted_fusion([[("x", -0.2), ("v", -0.4)], []]) == ["x", "v"]
+    assert weighted_fusion([[("x", -0.2)], [("y", 1.0)]]) == ["y", "x"]
+    assert weighted_fusion([[("z", 0.5)], [("w", 3.0)]], [0.5, 0.5]) == ["w", "z"]
+    assert weighted_fusion([[], []]) == []
 
 
 QUESTIONS = [
@@ -102,10 +120,25 @@ async def test_statement_matches_python_fusion_on_our_corpus(corpus_services: Se
     s = corpus_services
     query = s.embedder.embed_query(question)
     for k, pool_size in [(4, 20), (5, 20), (10, 40), (3, 3), (8, 4)]:
-        got = await s.store.hybrid_search(query, question, k, pool_size=pool_size, rrf_k=RRF_K)
+        got = await s.store.hybrid_search(query, question, k, pool_size=pool_size, vector_weight=VECTOR_WEIGHT)
         want = await python_hybrid(s.store, query, question, k, pool_size)
         pool = {p.id for p in await s.store.vector_search(query, pool_size)}
         assert_same(got, want, pool)
+
+
+async def test_text_ranking_is_the_hybrid_statements_own(corpus_services: Services) -> None:
+    """The text ranking the fusion bench reads (bench/fusion_sweep.py) is the statement's: with no weight on
+    the vector ranking, the hybrid search's order is the text ranking's, and it agrees with the reference."""
+    s = corpus_services
+    question = "How much does a standard locker cost per month?"
+    ranking = await s.store.text_ranking(question, 10)
+    assert ranking and [score for _, score in ranking] == sorted((score for _, score in ranking), reverse=True)
+    async with s.store.pool.acquire() as conn:
+        reference = await conn.fetch(TEXT_SEARCH_SQL, question, 10, "default")
+    assert ranking == [(r["id"], pytest.approx(r["score"])) for r in reference]
+    far = unit(-s.embedder.embed_query(question))
+    text_only = await s.store.hybrid_search(far, question, 5, pool_size=10, vector_weight=0.0)
+    assert [p.id for p in text_only] == [pid for pid, _ in ranking[:5]]
 
 
 def unit(v: np.ndarray) -> np.ndarray:
@@ -150,14 +183,16 @@ async def test_statement_matches_python_fusion_on_ties(fresh_store: Store) -> No
 
     for question in ["apple", "apple pears", "plums pears apple", "orchard"]:
         for k, pool_size in [(1, 1), (2, 1), (3, 2), (6, 2), (6, 6), (4, 3)]:
-            got = await fresh_store.hybrid_search(query, question, k, pool_size=pool_size, rrf_k=RRF_K)
-            want = await python_hybrid(fresh_store, query, question, k, pool_size)
-            pool = {p.id for p in await fresh_store.vector_search(query, pool_size)}
-            assert_same(got, want, pool)
+            for weight in (VECTOR_WEIGHT, 0.5, 0.2):
+                got = await fresh_store.hybrid_search(query, question, k, pool_size=pool_size, vector_weight=weight)
+                want = await python_hybrid(fresh_store, query, question, k, pool_size, weight=weight)
+                pool = {p.id for p in await fresh_store.vector_search(query, pool_size)}
+                assert_same(got, want, pool)
 
-    # The tie itself: Zeta (1st by vector) and one of the apple passages (1st by text) score 1/61 each.
-    got = await fresh_store.hybrid_search(query, "apple", 2, pool_size=1, rrf_k=RRF_K)
-    assert got[0].id == "Zeta.md#a"
+    # The tie itself: at equal weights, Zeta (1st by vector) and alpha (1st by text, before beta by id) score
+    # 0.5 each, and Zeta sorts first by code point.
+    got = await fresh_store.hybrid_search(query, "apple", 2, pool_size=1, vector_weight=0.5)
+    assert [p.id for p in got] == ["Zeta.md#a", "alpha.md#a"]
     # Scores are cosines, never a text rank or the fused score.
     for p in got:
         assert p.score == pytest.approx(float(np.dot(vectors[p.id], query)), abs=1e-6)
@@ -181,10 +216,14 @@ async def test_a_lexeme_most_passages_hold_is_left_out_of_the_text_query(
         common = {r["lexeme"]: r["passages"] for r in await conn.fetch("SELECT lexeme, passages FROM common_lexemes")}
     assert common == {"member": 6, "pay": 5, "fee": 5, "number": 5}
     far = unit(rng.standard_normal(384))  # a query vector near none of them: what comes first is the text's
-    got = await fresh_store.hybrid_search(far, "Can members rent a locker?", 2, pool_size=1, rrf_k=RRF_K)
+    got = await fresh_store.hybrid_search(
+        far, "Can members rent a locker?", 2, pool_size=1, vector_weight=VECTOR_WEIGHT
+    )
     assert "f5.md#a" in [p.id for p in got]
     # Only common lexemes: no text ranking at all, the vector half alone.
-    only_common = await fresh_store.hybrid_search(far, "What fee do members pay?", 3, pool_size=3, rrf_k=RRF_K)
+    only_common = await fresh_store.hybrid_search(
+        far, "What fee do members pay?", 3, pool_size=3, vector_weight=VECTOR_WEIGHT
+    )
     assert [p.id for p in only_common] == [p.id for p in await fresh_store.vector_search(far, 3)]
     # A corpus at or under the bound lists none, so its retrieval is what it was; a removed one keeps none.
     monkeypatch.setattr(store_module, "COMMON_LEXEME_PASSAGES", 6)
@@ -215,8 +254,10 @@ async def test_a_small_corpus_is_ranked_exactly_whatever_index_the_database_has(
     want = sorted(vectors, key=lambda pid: -float(np.dot(vectors[pid], query)))[:5]
     exact = await fresh_store.vector_search(query, 5, exact=True)
     assert [p.id for p in exact] == want
-    by_index = await fresh_store.hybrid_search(query, "lockers", 4, pool_size=20, rrf_k=RRF_K)
-    exactly = await fresh_store.hybrid_search(query, "lockers", 4, pool_size=20, rrf_k=RRF_K, exact=True)
+    by_index = await fresh_store.hybrid_search(query, "lockers", 4, pool_size=20, vector_weight=VECTOR_WEIGHT)
+    exactly = await fresh_store.hybrid_search(
+        query, "lockers", 4, pool_size=20, vector_weight=VECTOR_WEIGHT, exact=True
+    )
     assert [p.id for p in exactly] == [p.id for p in by_index]
     async with fresh_store.pool.acquire() as conn, conn.transaction():
         # 40 rows: left to itself the planner sorts them either way; with sorting priced out, whatever can use
@@ -226,7 +267,7 @@ async def test_a_small_corpus_is_ranked_exactly_whatever_index_the_database_has(
         for exact_scan in (False, True):
             vector = await conn.fetch(f"EXPLAIN {VECTOR_SEARCH_SQL[exact_scan]}", query, 5, "default")
             hybrid = await conn.fetch(
-                f"EXPLAIN {HYBRID_SEARCH_SQL[exact_scan]}", query, "lockers", "default", 20, RRF_K, 4
+                f"EXPLAIN {HYBRID_SEARCH_SQL[exact_scan]}", query, "lockers", "default", 20, VECTOR_WEIGHT, 4
             )
             plans[exact_scan] = "\n".join(r[0] for r in [*vector, *hybrid])
     assert plans[False].count("passages_embedding_hnsw") == 2, plans[False]

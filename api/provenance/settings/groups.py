@@ -239,7 +239,9 @@ class RetrievalSettings(msgspec.Struct, frozen=True, kw_only=True):
     ENV_PREFIX: ClassVar[str] = ""
 
     k: Annotated[int, env("RETRIEVAL_K", "the passages retrieved (top-k)", ge=1, le=50)] = 4
-    mode: Annotated[RetrievalMode, env("RETRIEVAL_MODE", "`vector` or `hybrid` (vector + full-text, RRF)")] = "hybrid"
+    mode: Annotated[
+        RetrievalMode, env("RETRIEVAL_MODE", "`vector` or `hybrid` (vector + full-text, their scores fused)")
+    ] = "hybrid"
     hnsw_min_passages: Annotated[
         int, env("HNSW_MIN_PASSAGES", "from how many passages a corpus's vector search uses the HNSW index")
     ] = 20_000

@@ -1,4 +1,4 @@
-"""Retrieval: embed the question, cosine top-k in pgvector, optionally fused with full-text by RRF."""
+"""Retrieval: embed the question, cosine top-k in pgvector, optionally fused with full-text ranking."""
 
 from __future__ import annotations
 
@@ -15,15 +15,26 @@ from provenance.store.corpora import CorpusStore
 from provenance.timing import Timer
 from provenance.wire import DEFAULT_CORPUS, RetrievalStage, RetrievedPassage
 
-# Reciprocal rank fusion's constant: a passage scores 1 / (RRF_K + rank) in each ranking it is in. Cormack et
-# et al.'s 60 was fitted to fuse many TREC runs deep (recall at 1,000); at 60, a first place in one ranking alone
-# (1/61) loses to fifteenth place in both (2/75), so here the word-count text ranking, which ranks a one-line
-# passage holding the question's rare word below long ones repeating its common words, outvoted the vector
-# ranking's first. 10 lets a first place stand against a middling pair (1/11 against 2/25), while a passage near
-# the head of both still leads. Measured without the generator (bench/retrieval_recall.py, docs/retrieval.md):
-# recall@4 on the 18F handbook 34/38 -> 35/38, and no lower at k = 1, 4 or 8 on our cases, the paraphrases and
-# squad2-normans but squad2-normans at k = 1 (75 -> 74 of 96).
-RRF_K = 10
+# Hybrid retrieval adds the two rankings' scores, each scaled by its pool's largest, the vector ranking's
+# weighted VECTOR_WEIGHT: the convex combination that Bruch, Gai and Ingber ("An Analysis of Fusion Functions
+# for Hybrid Retrieval", 2023) found better than reciprocal rank fusion. Rank fusion (constant 10 before)
+# threw the scores away, and the word-count text ranking has long runs of equal ranks, ordered by id, so a
+# passage the vector ranking put first lost to one that happened to sort early in both. Measured without the
+# generator (bench/fusion_sweep.py, docs/retrieval.md "Score fusion"): chosen on the 18F handbook, our cases,
+# the paraphrases and squad2-normans, at the middle of a plateau (0.65-0.75), it finds no fewer than rank
+# fusion at k = 1, 4 or 8 on those or on the sets held out (the conversation suites' standalone questions and
+# 1,281 SQuAD 1.1 questions): recall@4 on the 18F handbook 35 -> 36 of 38, the paraphrases 28 -> 31 of 33.
+VECTOR_WEIGHT = 0.7
+# Passages each ranking draws from. 50 rather than 20 lets a passage 21st-50th in one ranking count: more on
+# the choosing suites at k = 1 and 8, and held out 13 SQuAD questions more at k = 4 (where a pool of 20 fell
+# below rank fusion), 1-2 conversation questions fewer. The statement's time is ranking every match, not the
+# LIMIT: p50 15.8 ms against 15.9 on the handbook.
+HYBRID_POOL = 50
+
+
+def hybrid_pool(k: int) -> int:
+    """How many passages each ranking draws from for a top `k`."""
+    return max(4 * k, HYBRID_POOL)
 
 
 class RetrievalOutcome(msgspec.Struct, frozen=True):
@@ -58,7 +69,7 @@ async def retrieve(
         # Fused in the database, one round trip (CorpusStore.hybrid_search); each ranking draws from a pool
         # several times k, so a passage ranked well by either one reaches the top k.
         passages = await store.hybrid_search(
-            query, question, k, pool_size=max(4 * k, 20), rrf_k=RRF_K, corpus=corpus, exact=exact
+            query, question, k, pool_size=hybrid_pool(k), vector_weight=VECTOR_WEIGHT, corpus=corpus, exact=exact
         )
     else:
         passages = await store.vector_search(query, k, corpus, exact=exact)
