@@ -63,6 +63,21 @@ def test_numbers_normalise_how_they_are_written() -> None:
     assert T.numbers("room B12") == set()
 
 
+def test_one_standing_for_a_thing_is_no_number() -> None:
+    # A determiner before it and nothing meaningful after: a pronoun, so the question pins no number ...
+    assert T.bare_numbers("My door fob snapped. What do I pay for a new one?") == set()
+    assert T.bare_numbers("Which one is cheaper?") == set()
+    assert T.bare_numbers("No one is on duty on Monday.") == set()
+    # ... while a count still counts, whatever comes before it.
+    assert T.bare_numbers("Each member may bring one guest.") == {"1"}
+    assert T.bare_numbers("Keyholder membership includes one standard locker.") == {"1"}
+    assert T.bare_numbers("the one guest, at least one") == {"1"}
+    assert T.bare_numbers("Only one per member.") == {"1"}
+    # The support check reads claims the same way: a pronoun "one" is not a number the passage must hold.
+    assert T.unsupported_numbers("A replacement for a lost one is $15.", "A replacement keyfob costs $15.") == set()
+    assert T.unsupported_numbers("Members may bring one guest.", "Members may bring two guests.") == {"1"}
+
+
 def test_unsupported_numbers_keep_a_currency_but_let_a_plain_number_match_an_amount() -> None:
     # The claim's "$14" needs the sign in the support ("14 dollars" lacks it); its plain 14 days match the 14.
     assert T.unsupported_numbers("The fee is $14 for 14 days", "It costs 14 dollars, or $20") == {"$14"}

@@ -78,16 +78,31 @@ def content_terms(text: str) -> set[str]:
     return out
 
 
+# Words after which "one" may stand for a thing already named rather than count it.
+_DETERMINERS = frozenset({"a", "an", "the", "this", "that", "which", "what", "each", "every", "any", "another", "no"})
+
+
+def _stands_for_a_thing(ws: Sequence[str], i: int) -> bool:
+    """Whether the "one" at `ws[i]` is a pronoun ("a new one", "which one is", "no one"): a determiner one or
+    two words before it and no word that carries meaning after it. "One guest", "only one", "at least one
+    locker" and "the one guest" still count 1."""
+    after = ws[i + 1] if i + 1 < len(ws) else None
+    return any(w in _DETERMINERS for w in ws[max(0, i - 2) : i]) and (after is None or after in STOPWORDS)
+
+
 def numbers(text: str) -> set[str]:
-    """Numbers as written, normalised: '$14', '14', '9:30', '50%' (currency sign kept: $14 is not 14 days)."""
+    """Numbers as written, normalised: '$14', '14', '9:30', '50%' (currency sign kept: $14 is not 14 days);
+    number words too, but not a "one" that stands for a thing ("What do I pay for a new one?" names no
+    number)."""
     found = set()
     for m in _NUMBER.findall(text):
         value = m.replace(" ", "").replace(",", "")
         if value.endswith(".00"):
             value = value[:-3]
         found.add(value)
-    for w in words(text):
-        if w in _NUMBER_WORDS:
+    ws = words(text)
+    for i, w in enumerate(ws):
+        if w in _NUMBER_WORDS and not (w == "one" and _stands_for_a_thing(ws, i)):
             found.add(_NUMBER_WORDS[w])
     return found
 
