@@ -51,9 +51,9 @@ WITH nearest AS (
 ),
 q AS MATERIALIZED ({text_query}),
 matched AS (
-    -- The text rank over the pool's best (every rank of a match is above 0). float8 before dividing, as
-    -- the Python reference divides the same float4 ranks, so the two agree bit for bit and ties stay ties.
-    SELECT id, score / max(score) OVER () AS score
+    -- The text rank over the pool's best (0 where the best is 0). float8 before dividing, as the Python
+    -- reference divides the same float4 ranks, so the two agree bit for bit and ties stay ties.
+    SELECT id, score / nullif(max(score) OVER (), 0) AS score
     FROM (
         SELECT id, ts_rank_cd(tsv, q.query)::float8 AS score
         FROM passages, q
