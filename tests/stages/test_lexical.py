@@ -100,6 +100,24 @@ def test_lexical_dates_of_one_part_do_not_bind_a_claim_answering_the_other() -> 
     assert out.relevance_capped_by is None and out.capped_by is None
 
 
+def test_lexical_a_told_circumstance_is_no_part_a_claim_could_answer() -> None:
+    """A question that tells its circumstances first ("My membership lapsed last spring. When is the 2028
+    AGM?") asks one thing. Its first sentence, read as a part of its own (it names no date), let a claim about
+    the 2027 meeting escape the date veto, as if it answered that part."""
+    quoted = claim(
+        "The annual general meeting is held on Saturday 20 November 2027 at 2 pm in the main workshop.",
+        1.0,
+        [AGM.id],
+        relevance=0.95,
+    )
+    told = check_claim(quoted, PASSAGES, "My membership lapsed last spring. When is the 2028 annual general meeting?")
+    assert told.relevance_capped_by == "question_date_not_in_support" and told.relevance == OTHER_DATE_CAP
+    # Two parts that both ask still each get their say.
+    fee = claim("A standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month.", 0.9, [LOCKERS.id])
+    both = check_claim(fee, PASSAGES, "I'm new here. How much is a standard locker, and will the price change in 2028?")
+    assert both.relevance_capped_by is None
+
+
 def test_lexical_low_overlap_is_capped() -> None:
     c = claim("Visitors park their cars beside the canal towpath gate.", 0.88, [LOCKERS.id])
     out = check_claim(c, PASSAGES)
