@@ -12,9 +12,11 @@ import pytest
 from provenance.ingest.chunking import Chunk
 from provenance.ports import ScoredPassage
 from provenance.services import Services
-from provenance.stages.retrieve import VECTOR_WEIGHT
+from provenance.settings import Settings
+from provenance.stages.retrieve import VECTOR_WEIGHT, hybrid_pool
 from provenance.store import Store
 from provenance.store.corpora import CorpusStore
+from provenance.store.pool import HNSW_EF_SEARCH
 
 # The full-text ranking exactly as the replaced Store.text_search ran it.
 TEXT_SEARCH_SQL = """
@@ -233,10 +235,13 @@ async def test_a_lexeme_most_passages_hold_is_left_out_of_the_text_query(
 
 
 async def test_pool_connections_scan_hnsw_iteratively(fresh_store: Store) -> None:
-    """The pool's connections carry hnsw.iterative_scan (what SET LOCAL in a transaction used to do)."""
+    """The pool's connections carry hnsw.iterative_scan (what SET LOCAL in a transaction used to do), and a
+    search depth that fills hybrid retrieval's pool at the default k in one pass of the index."""
     async with fresh_store.pool.acquire() as conn:
         await conn.fetchval("SELECT '[1,2,3]'::vector")  # loads pgvector, which defines the setting
         assert await conn.fetchval("SHOW hnsw.iterative_scan") == "strict_order"
+        ef_search = int(await conn.fetchval("SHOW hnsw.ef_search"))
+    assert ef_search == HNSW_EF_SEARCH >= hybrid_pool(Settings().retrieval.k)
 
 
 async def test_a_small_corpus_is_ranked_exactly_whatever_index_the_database_has(fresh_store: Store) -> None:

@@ -45,6 +45,13 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     transaction is still rolled back by the pool itself before this runs."""
 
 
+# How many candidates one pass of the HNSW index gathers: at least hybrid retrieval's pool (50 at the default
+# k, stages.retrieve.hybrid_pool), so one pass fills it. At pgvector's default 40 the iterative scan went round
+# again for part of the questions: bench/exact_scan.py, 100,000 passages, hybrid search p95 17-39 ms against
+# 5-7 ms at 64 (p50 4-8 against 4-5; 2-3 ms p50, 4-5 ms p95 with rank fusion's pool of 20).
+HNSW_EF_SEARCH = 64
+
+
 async def create_pool(dsn: str, settings: Settings) -> asyncpg.Pool:
     """A pool whose connections see `settings.database.schema` first, so an eval run can use its own schema."""
     await ensure_schema(dsn, settings.database.schema, settings.database.timeout_s)
@@ -63,6 +70,7 @@ async def create_pool(dsn: str, settings: Settings) -> asyncpg.Pool:
             # per connection at connect time rather than `SET LOCAL` per search, which took a transaction
             # and three extra round trips; a search is one statement.
             "hnsw.iterative_scan": "strict_order",
+            "hnsw.ef_search": str(HNSW_EF_SEARCH),
         },
     )
     assert pool is not None
