@@ -6,11 +6,12 @@ in Python from the two rankings the hybrid statement builds (the vector ranking 
     .venv/bin/python -m bench.fusion_sweep \\
         --suite recall_18f:../shared/corpora/18f-handbook/pages:evals/18f-handbook.jsonl \\
         --suite recall_ours:corpus:evals/cases.jsonl --suite recall_ours:corpus:evals/paraphrase.jsonl \\
-        --suite recall_convs_18f:../shared/corpora/18f-handbook/pages:evals/conversations.jsonl
+        --suite recall_18f:../shared/corpora/18f-handbook/pages:evals/conversations.jsonl:conversations-18f
 
-A suite is SCHEMA:CORPUS:CASES[:LABEL]; the schema is kept and ingested once, as `bench/retrieval_recall.py --schema`
-keeps it. A case counts at k when one of its top k passages holds one of its `mustIncludeAny` strings. A
-conversation file (lines with `turns`) gives its answerable turns' standalone questions, each counting when
+A suite is SCHEMA:CORPUS:CASES[:LABEL]; the schema is kept and ingested once (as `bench/retrieval_recall.py
+--schema` keeps it), so suites over one corpus share it. docs/retrieval.md "Score fusion" has the full run.
+A case counts at k when one of its top k passages holds one of its `mustIncludeAny` strings. A conversation
+file (lines with `turns`) gives its answerable turns' standalone questions, each counting when
 one of its gold `passages` is in the top k; only the conversations over CORPUS are read.
 """
 
