@@ -17,6 +17,15 @@ from provenance.stages.lexical import (
 )
 from tests.stages.support import AGM, LOCKERS, PASSAGES, claim
 
+# A stated claim about the 2027 meeting (relevance 0.95), and one about the locker's fee that names no date.
+AGM_QUOTED = claim(
+    "The annual general meeting is held on Saturday 20 November 2027 at 2 pm in the main workshop.",
+    1.0,
+    [AGM.id],
+    relevance=0.95,
+)
+LOCKER_FEE = claim("A standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month.", 0.9, [LOCKERS.id])
+
 
 def test_lexical_faithful_claim_untouched() -> None:
     c = claim("A standard locker costs $14 per month.", 0.93, [LOCKERS.id])
@@ -45,21 +54,15 @@ def test_lexical_month_missing_from_support_is_capped() -> None:
 
 
 def test_lexical_claim_for_another_year_than_asked_is_capped() -> None:
-    quoted = claim(
-        "The annual general meeting is held on Saturday 20 November 2027 at 2 pm in the main workshop.",
-        1.0,
-        [AGM.id],
-        relevance=0.95,
-    )
     # Another year than asked: the claim is stated, but doesn't answer, so relevance is capped, not support.
-    other = check_claim(quoted, PASSAGES, "When is the 2028 annual general meeting?")
+    other = check_claim(AGM_QUOTED, PASSAGES, "When is the 2028 annual general meeting?")
     assert other.relevance_capped_by == "question_date_not_in_support" and other.relevance == OTHER_DATE_CAP
     assert other.capped_by is None and other.support == 1.0
-    same = check_claim(quoted, PASSAGES, "When is the 2027 annual general meeting?")
+    same = check_claim(AGM_QUOTED, PASSAGES, "When is the 2027 annual general meeting?")
     assert same.relevance_capped_by is None and same.relevance == 0.95
     # No year asked, no year to agree with; the question is optional for callers that have none.
-    assert check_claim(quoted, PASSAGES, "When is the annual general meeting?").relevance_capped_by is None
-    assert check_claim(quoted, PASSAGES).relevance_capped_by is None
+    assert check_claim(AGM_QUOTED, PASSAGES, "When is the annual general meeting?").relevance_capped_by is None
+    assert check_claim(AGM_QUOTED, PASSAGES).relevance_capped_by is None
 
 
 def test_lexical_year_may_sit_in_the_heading_and_a_century_covers_its_years() -> None:
@@ -90,13 +93,11 @@ def test_lexical_month_asked_against_a_claim_about_other_months() -> None:
     assert december.relevance_capped_by == "question_date_not_in_support"
     assert check_claim(c, [days], "Is there an open house in June?").relevance_capped_by is None
     # A rule that names no month holds in every month.
-    fee = claim("A standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month.", 0.9, [LOCKERS.id])
-    assert check_claim(fee, PASSAGES, "How much is a locker if I join in December?").relevance_capped_by is None
+    assert check_claim(LOCKER_FEE, PASSAGES, "How much is a locker if I join in December?").relevance_capped_by is None
 
 
 def test_lexical_dates_of_one_part_do_not_bind_a_claim_answering_the_other() -> None:
-    fee = claim("A standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month.", 0.9, [LOCKERS.id])
-    out = check_claim(fee, PASSAGES, "How much is a standard locker, and will the price change in 2028?")
+    out = check_claim(LOCKER_FEE, PASSAGES, "How much is a standard locker, and will the price change in 2028?")
     assert out.relevance_capped_by is None and out.capped_by is None
 
 
@@ -104,17 +105,14 @@ def test_lexical_a_told_circumstance_is_no_part_a_claim_could_answer() -> None:
     """A question that tells its circumstances first ("My membership lapsed last spring. When is the 2028
     AGM?") asks one thing. Its first sentence, read as a part of its own (it names no date), let a claim about
     the 2027 meeting escape the date veto, as if it answered that part."""
-    quoted = claim(
-        "The annual general meeting is held on Saturday 20 November 2027 at 2 pm in the main workshop.",
-        1.0,
-        [AGM.id],
-        relevance=0.95,
+    told = check_claim(
+        AGM_QUOTED, PASSAGES, "My membership lapsed last spring. When is the 2028 annual general meeting?"
     )
-    told = check_claim(quoted, PASSAGES, "My membership lapsed last spring. When is the 2028 annual general meeting?")
     assert told.relevance_capped_by == "question_date_not_in_support" and told.relevance == OTHER_DATE_CAP
     # Two parts that both ask still each get their say.
-    fee = claim("A standard locker measures 30 cm by 45 cm by 90 cm and costs $14 per month.", 0.9, [LOCKERS.id])
-    both = check_claim(fee, PASSAGES, "I'm new here. How much is a standard locker, and will the price change in 2028?")
+    both = check_claim(
+        LOCKER_FEE, PASSAGES, "I'm new here. How much is a standard locker, and will the price change in 2028?"
+    )
     assert both.relevance_capped_by is None
 
 
