@@ -69,6 +69,16 @@ SAYS_YES = 0.5
 FIRM_NO = 0.2
 
 
+def no_no(mode: str, p_yes: float) -> bool:
+    """Whether the judge's relevance P(Yes) lets a higher verdict stand above its own, by JUDGE_RELEVANCE:
+    `veto` unless it says No, `firm` unless it says a firm No, `judge` never."""
+    if mode == "veto":
+        return p_yes >= SAYS_YES
+    if mode == "firm":
+        return p_yes > FIRM_NO
+    return False
+
+
 class JudgedVerifier:
     def __init__(
         self,
@@ -162,12 +172,12 @@ class JudgedVerifier:
             relevance = self.judge.calibrated_relevance(answered.p_yes)
             # The record keeps the judge's own verdict (what the page says it said); the claim, what counts.
             record = _with_relevance(record, answered, relevance)
-            no_no = answered.p_yes >= SAYS_YES if self.relevance == "veto" else answered.p_yes > FIRM_NO
-            if self.relevance != "judge" and no_no and local.relevance is not None:
+            may_raise = no_no(self.relevance, answered.p_yes)
+            if may_raise and local.relevance is not None:
                 # No No from the judge (with `firm`, no firm No): the local verifier's relevance may stand higher
                 # than its timid P(Yes), and with `firm` so may the writer's own verdict (`combine`).
                 relevance = max(relevance, local.relevance)
-            raise_ok = self.relevance == "firm" and no_no
+            raise_ok = self.relevance == "firm" and may_raise
         else:
             record = _with_detail(record, "relevance not judged: the support fails the gate's floor")
         veto = best_candidate.veto if best_candidate.veto in FINAL_VETOES else None

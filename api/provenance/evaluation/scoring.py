@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from provenance import text as T
-from provenance.claims.verdict import FIRM_NO, SAYS_YES
+from provenance.claims.verdict import no_no
 from provenance.evaluation.cases import CaseResult
 from provenance.settings import GateSettings
 from provenance.stages.claim_filters import is_meta_claim
@@ -152,9 +152,9 @@ RELEVANCE_SOURCES: dict[str, Callable[[float, float], float]] = {
     "either (max)": max,
     "mean": lambda judge, rules: (judge + rules) / 2,
     # JUDGE_RELEVANCE=veto: the higher of the two unless the judge says No.
-    "veto": lambda judge, rules: max(judge, rules) if judge >= SAYS_YES else judge,
+    "veto": lambda judge, rules: max(judge, rules) if no_no("veto", judge) else judge,
     # JUDGE_RELEVANCE=firm: the higher of the two unless the judge says a firm No (no writer's verdict here).
-    "firm": lambda judge, rules: max(judge, rules) if judge > FIRM_NO else judge,
+    "firm": lambda judge, rules: max(judge, rules) if no_no("firm", judge) else judge,
 }
 
 
