@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -30,6 +30,7 @@ import numpy as np
 from bench.common import machine
 from bench.retrieval_recall import kept_store
 from provenance.evaluation.cases import load_cases
+from provenance.evaluation.conversations import load_suite
 from provenance.evaluation.scoring import retrieved_answer
 from provenance.ingest.folder import ingest
 from provenance.report import table
@@ -58,24 +59,19 @@ class Ranked:
 
 
 def questions(cases: Path, corpus: str) -> list[Question]:
-    first = json.loads(cases.read_text().splitlines()[0])
-    if "turns" not in first:
+    if "turns" not in json.loads(cases.read_text().splitlines()[0]):
         return [
             Question(c.id, c.question, must_include_any=list(c.mustIncludeAny))
             for c in load_cases(cases)
             if c.expect == "answer" and c.mustIncludeAny
         ]
-    out = []
-    for line in cases.read_text().splitlines():
-        conversation = json.loads(line)
-        if Path(conversation["corpus"]).resolve() != Path(corpus).resolve():
-            continue
-        for n, turn in enumerate(conversation["turns"], 1):
-            if turn["expect"] == "answer" and turn.get("passages"):
-                out.append(
-                    Question(f"{conversation['id']}-t{n}", turn["standaloneQuestion"], passages=turn["passages"])
-                )
-    return out
+    return [
+        Question(f"{c.id}-t{n}", turn.standalone_question, passages=turn.passages)
+        for c in load_suite(cases)
+        if Path(c.corpus).resolve() == Path(corpus).resolve()
+        for n, turn in enumerate(c.turns, 1)
+        if turn.expect == "answer" and turn.passages
+    ]
 
 
 async def rankings(schema: str, corpus: Path, cases: Path) -> tuple[int, list[Ranked], dict[str, str]]:
@@ -103,13 +99,20 @@ def rrf(r: Ranked, constant: int, pool: int) -> list[str]:
     return sorted(scores, key=lambda pid: (-scores[pid], pid))
 
 
-def weighted(r: Ranked, weight: float, pool: int) -> list[str]:
+def weighted_fusion(rankings: Sequence[Sequence[tuple[str, float]]], weights: Sequence[float]) -> list[str]:
+    """The hybrid statement's fusion (store/search.py): each ranking's (id, score) pairs scaled by the largest
+    in size among them (0 where all are 0), summed with the rankings' weights, 0 for a ranking a passage is not
+    in; ties by id. tests/store/test_hybrid_search.py holds the statement to it."""
     scores: dict[str, float] = {}
-    for w, ranking in ((weight, r.vector[:pool]), (1 - weight, r.text[:pool])):
+    for weight, ranking in zip(weights, rankings, strict=True):
         largest = max((abs(score) for _, score in ranking), default=0.0)
         for pid, score in ranking:
-            scores[pid] = scores.get(pid, 0.0) + (w * score / largest if largest > 0 else 0.0)
+            scores[pid] = scores.get(pid, 0.0) + (weight * score / largest if largest > 0 else 0.0)
     return sorted(scores, key=lambda pid: (-scores[pid], pid))
+
+
+def weighted(r: Ranked, weight: float, pool: int) -> list[str]:
+    return weighted_fusion([r.vector[:pool], r.text[:pool]], [weight, 1 - weight])
 
 
 def found(question: Question, top: list[str], texts: dict[str, str]) -> bool:

@@ -1,7 +1,7 @@
 """Hybrid retrieval is one SQL statement (CorpusStore.hybrid_search, the fusion in a CTE). It replaced two
 searches and a fusion in Python; that path is kept here as the reference the statement must agree with, its
-fusion now the weighted sum of scaled scores the statement computes: same ids in the same order (ties
-included) and the same scores, on our corpus and on a small one built for ties."""
+fusion the one bench/fusion_sweep.py chose the weights with (`weighted_fusion`): same ids in the same order
+(ties included) and the same scores, on our corpus and on a small one built for ties."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import asyncpg
 import numpy as np
 import pytest
 
+from bench.fusion_sweep import weighted_fusion
 from provenance.ingest.chunking import Chunk
 from provenance.ports import ScoredPassage
 from provenance.services import Services
@@ -34,18 +35,7 @@ LIMIT $2
 """
 
 
-def weighted_fusion(rankings: list[list[tuple[str, float]]], weights: list[float] | None = None) -> list[str]:
-    """Each ranking's (id, score) pairs, scores scaled by the largest in size among them (0 where all are
-    0), summed with the rankings' weights (the vector ranking's VECTOR_WEIGHT, the text's the rest), 0 for
-    a ranking a passage is not in; ties by id."""
-    weights = weights or [VECTOR_WEIGHT, 1 - VECTOR_WEIGHT]
-    scores: dict[str, float] = {}
-    for weight, ranking in zip(weights, rankings, strict=True):
-        largest = max((abs(score) for _, score in ranking), default=0.0)
-        for pid, score in ranking:
-            scaled = score / largest if largest > 0 else 0.0
-            scores[pid] = scores.get(pid, 0.0) + weight * scaled
-    return sorted(scores, key=lambda pid: (-scores[pid], pid))
+KEPT = [VECTOR_WEIGHT, 1 - VECTOR_WEIGHT]  # the weights retrieval fuses with
 
 
 async def python_hybrid(
@@ -93,19 +83,19 @@ def assert_same(got: list[ScoredPassage], want: list[ScoredPassage], vector_pool
 
 def test_weighted_fusion() -> None:
     # Scaled by each ranking's best: a (0.8 -> 1) 0.7; b (0.4 -> 0.5, and the text's best) 0.35 + 0.3; c 0.15.
-    assert weighted_fusion([[("a", 0.8), ("b", 0.4)], [("b", 2.0), ("c", 1.0)]]) == ["a", "b", "c"]
+    assert weighted_fusion([[("a", 0.8), ("b", 0.4)], [("b", 2.0), ("c", 1.0)]], KEPT) == ["a", "b", "c"]
     # The weights decide: at 0.5 each, b (0.25 + 0.5) passes a (0.5).
     assert weighted_fusion([[("a", 0.8), ("b", 0.4)], [("b", 2.0), ("c", 1.0)]], [0.5, 0.5]) == ["b", "a", "c"]
     # A ranking's units don't matter, only its scores over its best.
-    assert weighted_fusion([[("a", 0.8), ("b", 0.4)], [("b", 20.0), ("c", 10.0)]]) == ["a", "b", "c"]
+    assert weighted_fusion([[("a", 0.8), ("b", 0.4)], [("b", 20.0), ("c", 10.0)]], KEPT) == ["a", "b", "c"]
     # Equal text ranks add equally, whatever order the text ranking listed them in (rank fusion gave the
     # first listed more): the vector ranking's order stands.
-    assert weighted_fusion([[("a", 0.9), ("b", 0.6)], [("b", 1.0), ("a", 1.0)]]) == ["a", "b"]
+    assert weighted_fusion([[("a", 0.9), ("b", 0.6)], [("b", 1.0), ("a", 1.0)]], KEPT) == ["a", "b"]
     # Cosines all below 0 keep their order (-0.2 scales to -0.5, -0.4 to -1); exact ties go to the smaller id.
-    assert weighted_fusion([[("x", -0.2), ("v", -0.4)], []]) == ["x", "v"]
-    assert weighted_fusion([[("x", -0.2)], [("y", 1.0)]]) == ["y", "x"]
+    assert weighted_fusion([[("x", -0.2), ("v", -0.4)], []], KEPT) == ["x", "v"]
+    assert weighted_fusion([[("x", -0.2)], [("y", 1.0)]], KEPT) == ["y", "x"]
     assert weighted_fusion([[("z", 0.5)], [("w", 3.0)]], [0.5, 0.5]) == ["w", "z"]
-    assert weighted_fusion([[], []]) == []
+    assert weighted_fusion([[], []], KEPT) == []
 
 
 QUESTIONS = [
