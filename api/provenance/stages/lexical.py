@@ -60,7 +60,8 @@ def _relevance_cap(claim: ClaimResult, question: str, support: str, premise: str
     # A claim answers a two-part question when it answers either part, so the dates of one part don't bind a
     # claim that answers the other. Only parts that ask: "My membership lapsed. When is the 2028 AGM?" tells
     # its circumstances first, and that sentence, naming no date, let any claim escape the veto.
-    parts = ([p for p in T.sub_questions(question) if T.asks(p)] or T.sub_questions(question)) if question else []
+    parts = T.sub_questions(question) if question else []
+    parts = [p for p in parts if T.asks(p)] or parts
     if parts and all(_question_facts_missing(part, claim.text, support) for part in parts):
         return OTHER_DATE_CAP, "question_date_not_in_support"
     if question and wrong_answer_type(question, [claim.text]) is not None:
