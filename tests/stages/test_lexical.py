@@ -180,3 +180,22 @@ def test_lexical_how_much_of_a_whole_asks_for_a_share_and_a_percentage_gives_one
     assert wrong_answer_type(asked, ["The company pays the medical premium."]) == "share"
     # A price question stays one.
     assert expected_answer_type("How much is a day pass?") == "money"
+
+
+def test_lexical_how_many_asks_for_a_count_whatever_else_it_names() -> None:
+    # Issue 47: "pay" in "pay period" and in "will travel pay for" made these price questions, and the right
+    # counts ("4 hours", "one bag") were capped as no amount.
+    hours = "How many hours of annual leave do I earn each pay period?"
+    assert expected_answer_type(hours) == "number"
+    assert wrong_answer_type(hours, ["Employees accrue 4 hours of annual leave per pay period."]) is None
+    bags = "How many checked bags will travel pay for?"
+    assert expected_answer_type(bags) == "number"
+    assert wrong_answer_type(bags, ["Baggage fees for one bag may be reimbursed per leg."]) is None
+    # Money counted is still money; a wage or a price still asks for an amount.
+    assert expected_answer_type("How many dollars do I pay for a locker?") == "money"
+    assert expected_answer_type("What is the pay for a floor steward?") == "money"
+    assert expected_answer_type("What do I pay for a new keyfob?") == "money"
+    # "Pay" naming a period or a date is not a price, with or without "how many".
+    assert expected_answer_type("When does the pay period start?") == "date"
+    assert expected_answer_type("What is the pay-day schedule?") is None
+    assert wrong_answer_type("What is the price of a day pass?", ["A day pass is valid for a single day."]) == "money"

@@ -68,6 +68,13 @@ _SHARE_ASKED = re.compile(
     r"\bhow much of (the|a|an|my|your|our|their|his|her|its|this|that|each|every)\b"
     r"|\bwhat (percent(age)?|share|portion|part|fraction|proportion)\b"
 )
+# "How many" asks for a count, unless it counts money.
+_COUNT_ASKED = re.compile(r"\bhow many\b(?!\s+(dollars|cents|pounds|pence|euros)\b)")
+# "Pay" as the verb or the wage asks for an amount; "pay" naming a period or a date ("each pay period") doesn't.
+_MONEY_ASKED = re.compile(
+    r"\bhow much (is|are|does|do|did|will|would|to|for|money|it)\b|\bcost\b|\bprice\b|\bfee\b|\bcharge\b"
+    r"|\bpay\b(?![\s-]+(periods?|days?|dates?|schedules?|grades?|stubs?|slips?|cycles?)\b)"
+)
 _SHARE = re.compile(
     r"\d\s?%|\bpercent\b|\b\d+\s?/\s?\d+\b|\b(half|halves|third|thirds|quarter|quarters|all|none|entire|full)\b", re.I
 )
@@ -77,10 +84,9 @@ def expected_answer_type(question: str) -> str | None:
     q = question.lower()
     if _SHARE_ASKED.search(q):
         return "share"
-    # "How much is a day pass?" asks for an amount; "How much notice do I give?" doesn't.
-    if re.search(
-        r"\bhow much (is|are|does|do|did|will|would|to|for|money|it)\b|\bcost\b|\bprice\b|\bfee\b|\bcharge\b|\bpay\b", q
-    ):
+    # "How much is a day pass?" asks for an amount; "How much notice do I give?" doesn't. "How many bags will
+    # travel pay for?" asks for a count, whatever else it names.
+    if not _COUNT_ASKED.search(q) and _MONEY_ASKED.search(q):
         return "money"
     if re.search(r"\bwhat time\b|\bhours?\b|\bopen\b|\bclose\b", q) and not re.search(r"\bhow many hours\b", q):
         return "time"
