@@ -199,3 +199,22 @@ def test_lexical_how_many_asks_for_a_count_whatever_else_it_names() -> None:
     assert expected_answer_type("When does the pay period start?") == "date"
     assert expected_answer_type("What is the pay-day schedule?") is None
     assert wrong_answer_type("What is the price of a day pass?", ["A day pass is valid for a single day."]) == "money"
+
+
+def test_lexical_a_when_that_opens_a_clause_asks_for_no_date() -> None:
+    # Issue 47: any "when" made a date question, so "a standard schedule" was capped as no date.
+    schedule = "What schedule am I put on when I first join TTS?"
+    assert expected_answer_type(schedule) is None
+    assert wrong_answer_type(schedule, ["By default, new TTS employees are on a standard schedule."]) is None
+    assert expected_answer_type("Who led the troops when Cyprus was conquered?") == "person"
+    # Asking when, first, beside another wh-word, or with an auxiliary after it, is still asking for a date.
+    for asked in (
+        "When does award leave run out?",
+        "What year was the foundry built?",
+        "What was the date of the first meeting?",
+        "Where and when is the AGM held?",
+        "Can guests come, and when is the social night?",
+        "So when is the deadline?",
+    ):
+        assert expected_answer_type(asked) == "date", asked
+    assert wrong_answer_type("When is the AGM?", ["The AGM is held in the main hall."]) == "date"

@@ -80,6 +80,21 @@ _SHARE = re.compile(
 )
 
 
+# A question asking when: opening with it ("When...", "What year..."), or asking it beside another ("Where and
+# when...", "...and when is it due?"), or "when" with an auxiliary after it ("...when did it open?").
+_WHEN_ASKED = re.compile(
+    r"^\W*(when|what (year|date|day|month|century))\b|^\W*what (is|was|are|were) the (year|date|day|month|century)\b"
+    r"|\b(and|or) when\b|\bwhen (is|are|was|were|do|does|did|will|would|can|could|should|must|has|have|had|may)\b"
+)
+# A question opening with another wh-word asks that: its "when" opens a clause ("What schedule am I on when I
+# start?", "Who led the troops when Cyprus was conquered?").
+_OTHER_WH = re.compile(r"^\W*(what|what's|which|who|whom|whose|where|why|how)\b")
+
+
+def _asks_when(q: str) -> bool:
+    return bool(_WHEN_ASKED.search(q) or (re.search(r"\bwhen\b", q) and not _OTHER_WH.search(q)))
+
+
 def expected_answer_type(question: str) -> str | None:
     q = question.lower()
     if _SHARE_ASKED.search(q):
@@ -100,7 +115,7 @@ def expected_answer_type(question: str) -> str | None:
         return "duration"
     if re.search(r"\bhow (many|long|old|often|far|big|large)\b|\bminimum\b|\bmaximum\b|\blimit\b", q):
         return "number"
-    if re.search(r"^(when|what (year|date|day|century))\b|\bwhen\b", q):
+    if _asks_when(q):
         return "date"
     if re.search(r"\b(email|e-mail|contact|phone|call)\b", q):
         return "contact"
