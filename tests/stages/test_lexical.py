@@ -218,3 +218,26 @@ def test_lexical_a_when_that_opens_a_clause_asks_for_no_date() -> None:
     ):
         assert expected_answer_type(asked) == "date", asked
     assert wrong_answer_type("When is the AGM?", ["The AGM is held in the main hall."]) == "date"
+
+
+def test_lexical_open_and_close_ask_for_hours_only_about_opening_hours() -> None:
+    # Issue 47: any "open" or "close" made a time-of-day question, so "The stadium opened in 2014" was capped as
+    # no time, and "close to the coast" asked for one.
+    for asked in ("When did the stadium open?", "In which year did the gallery open?", "What year did it close?"):
+        assert expected_answer_type(asked) == "date", asked
+    assert wrong_answer_type("When did the stadium open?", ["The stadium opened in August 2014."]) is None
+    for asked in ("Which city is close to the coast?", "Which sessions are open to everyone?"):
+        assert expected_answer_type(asked) is None, asked
+    assert expected_answer_type("Who are the meetings open to?") == "person"
+    # Opening hours are still asked for as times.
+    for asked in (
+        "When does the makerspace open on Saturday?",
+        "Is the woodshop open late on Fridays?",
+        "What time does it close?",
+        "wen does the makerspace open on saturdy",
+        "What are the opening hours?",
+    ):
+        assert expected_answer_type(asked) == "time", asked
+    assert wrong_answer_type("When does the makerspace close?", ["The makerspace is run by volunteers."]) == "time"
+    # "In what century" asks for a date wherever it stands.
+    assert expected_answer_type("The bridge was built in what century?") == "date"

@@ -84,11 +84,36 @@ _SHARE = re.compile(
 # when...", "...and when is it due?"), or "when" with an auxiliary after it ("...when did it open?").
 _WHEN_ASKED = re.compile(
     r"^\W*(when|what (year|date|day|month|century))\b|^\W*what (is|was|are|were) the (year|date|day|month|century)\b"
+    r"|\b(in|during) (what|which) (year|month|decade|century)\b"
     r"|\b(and|or) when\b|\bwhen (is|are|was|were|do|does|did|will|would|can|could|should|must|has|have|had|may)\b"
 )
 # A question opening with another wh-word asks that: its "when" opens a clause ("What schedule am I on when I
 # start?", "Who led the troops when Cyprus was conquered?").
 _OTHER_WH = re.compile(r"^\W*(what|what's|which|who|whom|whose|where|why|how)\b")
+
+
+_OPEN_OR_CLOSE = re.compile(r"\b(open|opens|close|closes)\b")
+# Opening or closing in the past, or in a year, is a date ("When did the stadium open?").
+_OPENED_ON_A_DATE = re.compile(r"\b(did|has|have|had)\b|\b(what|which) (year|month|decade|century)\b")
+# Opening hours asked for: when (now), until when, on which day, how late.
+_HOURS_OF_OPENING = re.compile(
+    rf"^\W*when (is|are|does|do|will|can)\b|\b(until|till|late|early|today|tonight|tomorrow|weekends?|weekdays?)\b"
+    rf"|\b({'|'.join(T.DAYS)})s?\b"
+)
+
+
+def _asks_hours(q: str) -> bool:
+    """Whether the question asks for a time of day: "what time", opening hours, or when a place opens or closes.
+    "Open" and "close" name other things too ("open to everyone", "close to the coast", "an open system"): they
+    ask for a time only in a question about opening hours, or one that opens with no wh-word a rule here reads
+    ("wen does it open on saturdy"), never about an opening in the past."""
+    if re.search(r"\bhow many hours\b", q):
+        return False
+    if re.search(r"\bwhat time\b|\bhours?\b", q):
+        return True
+    if not _OPEN_OR_CLOSE.search(q) or _OPENED_ON_A_DATE.search(q):
+        return False
+    return bool(_HOURS_OF_OPENING.search(q) or not (_WH.match(q) or _OTHER_WH.search(q)))
 
 
 def _asks_when(q: str) -> bool:
@@ -103,7 +128,7 @@ def expected_answer_type(question: str) -> str | None:
     # travel pay for?" asks for a count, whatever else it names.
     if not _COUNT_ASKED.search(q) and _MONEY_ASKED.search(q):
         return "money"
-    if re.search(r"\bwhat time\b|\bhours?\b|\bopen\b|\bclose\b", q) and not re.search(r"\bhow many hours\b", q):
+    if _asks_hours(q):
         return "time"
     if re.search(r"\bhow long (does|do|did|will|would|should|can|could|might|may)\b.*\btakes?\b", q):
         # "How long does the induction take?" asks how long a thing lasts: "up to 6 hours per week" is an
