@@ -241,3 +241,19 @@ def test_lexical_open_and_close_ask_for_hours_only_about_opening_hours() -> None
     assert wrong_answer_type("When does the makerspace close?", ["The makerspace is run by volunteers."]) == "time"
     # "In what century" asks for a date wherever it stands.
     assert expected_answer_type("The bridge was built in what century?") == "date"
+
+
+def test_lexical_who_when_where_why_and_which_decide_over_an_amount_named() -> None:
+    # Issue 47: any price word made a price question, so "Who was in charge of the army?" asked for an amount.
+    assert expected_answer_type("Who was in charge of the papal army?") == "person"
+    assert expected_answer_type("Who pays the cancellation fee if my event isn't approved?") == "person"
+    assert expected_answer_type("When did they raise the price of oil?") == "date"
+    assert expected_answer_type("Which year did the price drop to $10?") == "date"
+    assert expected_answer_type("Why is the joining fee charged?") is None
+    assert expected_answer_type("What does the woodshop induction cost?") == "money"
+    # An hour as a unit, and a "time period", ask for no time of day; opening hours still do.
+    assert expected_answer_type("Which episode was over an hour long?") is None
+    assert expected_answer_type("What is the most rain recorded in a 24 hour period?") is None
+    assert expected_answer_type("In what time period did the species become extinct?") is None
+    assert expected_answer_type("What are the staffed hours on Sunday?") == "time"
+    assert expected_answer_type("In an open system of particles, what is conserved?") is None

@@ -70,6 +70,9 @@ _SHARE_ASKED = re.compile(
 )
 # "How many" asks for a count, unless it counts money.
 _COUNT_ASKED = re.compile(r"\bhow many\b(?!\s+(dollars|cents|pounds|pence|euros)\b)")
+# A question opening with these asks for a person, a date, a place, a reason or a choice, whatever amounts it names
+# ("Who can't pay the pharmacists?", "When did they raise the price of oil?", "Which tier costs $45?").
+_ASKS_WHO_WHEN_WHERE = re.compile(r"^\W*(who|whom|whose|when|where|why|which)\b")
 # "Pay" as the verb or the wage asks for an amount; "pay" naming a period or a date ("each pay period") doesn't.
 _MONEY_ASKED = re.compile(
     r"\bhow much (is|are|does|do|did|will|would|to|for|money|it)\b|\bcost\b|\bprice\b|\bfee\b|\bcharge\b"
@@ -83,7 +86,8 @@ _SHARE = re.compile(
 # A question asking when: opening with it ("When...", "What year..."), or asking it beside another ("Where and
 # when...", "...and when is it due?"), or "when" with an auxiliary after it ("...when did it open?").
 _WHEN_ASKED = re.compile(
-    r"^\W*(when|what (year|date|day|month|century))\b|^\W*what (is|was|are|were) the (year|date|day|month|century)\b"
+    r"^\W*(when|(what|which) (year|date|day|month|decade|century))\b"
+    r"|^\W*what (is|was|are|were) the (year|date|day|month|century)\b"
     r"|\b(in|during) (what|which) (year|month|decade|century)\b"
     r"|\b(and|or) when\b|\bwhen (is|are|was|were|do|does|did|will|would|can|could|should|must|has|have|had|may)\b"
 )
@@ -102,6 +106,12 @@ _HOURS_OF_OPENING = re.compile(
 )
 
 
+# An hour as a unit ("per hour", "a 24 hour period", "an hour long", "kilowatt hour"), not a time of day.
+_NO_HOUR = re.compile(r"\b(\d+|an?|one|per|kilowatt)[\s-]+hours?\b|\bhours?[\s-]+(long|period)\b")
+# Something opening or closing, asked with a verb before it ("does it open", "is the shop closed").
+_OPENS_OR_CLOSES = re.compile(r"\b(does|do|is|are|will|can)\b.*\b(open|opens|close|closes)\b")
+
+
 def _asks_hours(q: str) -> bool:
     """Whether the question asks for a time of day: "what time", opening hours, or when a place opens or closes.
     "Open" and "close" name other things too ("open to everyone", "close to the coast", "an open system"): they
@@ -109,11 +119,15 @@ def _asks_hours(q: str) -> bool:
     ("wen does it open on saturdy"), never about an opening in the past."""
     if re.search(r"\bhow many hours\b", q):
         return False
-    if re.search(r"\bwhat time\b|\bhours?\b", q):
+    if re.search(r"\bwhat time\b(?!\s+(period|frame|span|scale)s?\b)", q) or re.search(
+        r"\bhours?\b", _NO_HOUR.sub(" ", q)
+    ):
         return True
     if not _OPEN_OR_CLOSE.search(q) or _OPENED_ON_A_DATE.search(q):
         return False
-    return bool(_HOURS_OF_OPENING.search(q) or not (_WH.match(q) or _OTHER_WH.search(q)))
+    return bool(
+        _HOURS_OF_OPENING.search(q) or (not (_WH.match(q) or _OTHER_WH.search(q)) and _OPENS_OR_CLOSES.search(q))
+    )
 
 
 def _asks_when(q: str) -> bool:
@@ -126,7 +140,7 @@ def expected_answer_type(question: str) -> str | None:
         return "share"
     # "How much is a day pass?" asks for an amount; "How much notice do I give?" doesn't. "How many bags will
     # travel pay for?" asks for a count, whatever else it names.
-    if not _COUNT_ASKED.search(q) and _MONEY_ASKED.search(q):
+    if not _COUNT_ASKED.search(q) and not _ASKS_WHO_WHEN_WHERE.match(q) and _MONEY_ASKED.search(q):
         return "money"
     if _asks_hours(q):
         return "time"
