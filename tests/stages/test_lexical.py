@@ -257,3 +257,16 @@ def test_lexical_who_when_where_why_and_which_decide_over_an_amount_named() -> N
     assert expected_answer_type("In what time period did the species become extinct?") is None
     assert expected_answer_type("What are the staffed hours on Sunday?") == "time"
     assert expected_answer_type("In an open system of particles, what is conserved?") is None
+
+
+def test_lexical_a_name_called_or_a_contact_touched_asks_for_no_address() -> None:
+    # Issue 47: any "call" or "contact" asked for an email address or a phone number.
+    assert expected_answer_type("What did Luther call the revolting peasants?") is None
+    assert expected_answer_type("Who came into contact with Wales after the conquest?") == "person"
+    for asked in (
+        "What number do I call to reach the employee assistance program?",
+        "wat email adress do i use to contact the bord",
+        "How do I contact the board?",
+        "What's the phone line for IT?",
+    ):
+        assert expected_answer_type(asked) == "contact", asked

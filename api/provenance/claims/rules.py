@@ -112,6 +112,15 @@ _NO_HOUR = re.compile(r"\b(\d+|an?|one|per|kilowatt)[\s-]+hours?\b|\bhours?[\s-]
 _OPENS_OR_CLOSES = re.compile(r"\b(does|do|is|are|will|can)\b.*\b(open|opens|close|closes)\b")
 
 
+# A way to reach someone asked for: an email address or a phone number, or how to call or contact them. "Call"
+# also names things ("What did Luther call the peasants?") and "contact" touches ("come in contact with").
+_CONTACT_ASKED = re.compile(
+    r"\b(e-?mail|phone|telephone|fax)\b|\b(call|contact|reach)\b.*\b(number|address)\b"
+    r"|\b(number|address)\b.*\b(call|contact|reach)\b|^\W*(how|who|whom) (do|can|should|would|could) (i|we|you) "
+    r"(call|contact|reach)\b"
+)
+
+
 def _asks_hours(q: str) -> bool:
     """Whether the question asks for a time of day: "what time", opening hours, or when a place opens or closes.
     "Open" and "close" name other things too ("open to everyone", "close to the coast", "an open system"): they
@@ -156,7 +165,7 @@ def expected_answer_type(question: str) -> str | None:
         return "number"
     if _asks_when(q):
         return "date"
-    if re.search(r"\b(email|e-mail|contact|phone|call)\b", q):
+    if _CONTACT_ASKED.search(q):
         return "contact"
     if re.search(r"^(who|whom|whose)\b", q):
         return "person"
