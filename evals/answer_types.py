@@ -1,6 +1,6 @@
 """What kind of answer each question asks for, and which questions a change to the rule reads differently.
 
-`claims.rules.expected_answer_type` decides whether a question asks for an amount, a time, a date, a count, a
+`claims.answer_types.expected_answer_type` decides whether a question asks for an amount, a time, a date, a count, a
 person, an address...; the lexical stage caps a claim that doesn't give a checkable kind (`wrong_answer_type`),
 and the local verifier and generator read it too. A change to it is checked by reading every question whose
 kind it changes, over many more questions than the suites: ours, the paraphrases, the 18F suite,
@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from provenance.claims.rules import expected_answer_type
+from provenance.claims.answer_types import expected_answer_type
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -65,15 +65,21 @@ def changes(questions: Iterable[str], old: Kind, new: Kind) -> list[tuple[str, s
     return [(q, old(q), new(q)) for q in sorted(set(questions)) if old(q) != new(q)]
 
 
+# Where the rule lived: its own module since it was split from claims/rules.py.
+MODULES = ("api/provenance/claims/answer_types.py", "api/provenance/claims/rules.py")
+
+
 def kind_at(revision: str, repo: Path = ROOT) -> Kind:
     """`expected_answer_type` as it was at a git revision (its module alone, imported from a copy)."""
-    source = subprocess.run(
-        ["git", "show", f"{revision}:api/provenance/claims/rules.py"],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+    for module_path in MODULES:
+        shown = subprocess.run(
+            ["git", "show", f"{revision}:{module_path}"], cwd=repo, capture_output=True, text=True, check=False
+        )
+        if shown.returncode == 0:
+            source = shown.stdout
+            break
+    else:
+        raise SystemExit(f"no answer-type rule at {revision}: none of {', '.join(MODULES)}")
     path = Path(tempfile.mkdtemp()) / "rules_then.py"
     path.write_text(source, encoding="utf-8")
     spec = importlib.util.spec_from_file_location("rules_then", path)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from provenance import text as T
+from provenance.claims.answer_types import answer_type_match, expected_answer_type
 from provenance.claims.relevance import (
     CONFIRMED,
     KNOWN_WORDS,
@@ -33,7 +34,6 @@ from provenance.claims.relevance import (
     missing_terms,
     quoted_answer,
 )
-from provenance.claims.rules import answer_type_match, expected_answer_type
 from provenance.claims.vectors import surface_terms
 from provenance.stages.lexical import OTHER_DATE_CAP
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from provenance.claims.answer_types import answer_type_match, expected_answer_type
 from provenance.claims.features import FeatureVerifier, build_feature_verifier
 from provenance.claims.relevance import CONFIRMED, QuotedClaim, edits, misspelling_of, quoted_answer
-from provenance.claims.rules import answer_type_match, expected_answer_type
 from provenance.claims.vectors import with_calendar
 from provenance.inference.embedder import Embedder
 from provenance.ports import ScoredPassage

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from evals.answer_types import changes, kind_at, questions_of
-from provenance.claims.rules import expected_answer_type
+from provenance.claims.answer_types import expected_answer_type
 
 
 def test_questions_are_read_from_cases_conversations_and_squad_rows(tmp_path: Path) -> None:
@@ -37,11 +37,11 @@ def test_changes_lists_each_distinct_question_read_differently() -> None:
 
 
 def test_the_rule_at_a_revision_is_that_revision_s(tmp_path: Path) -> None:
-    rules = tmp_path / "api" / "provenance" / "claims" / "rules.py"
-    rules.parent.mkdir(parents=True)
+    claims = tmp_path / "api" / "provenance" / "claims"
+    claims.mkdir(parents=True)
 
-    def commit(body: str) -> str:
-        rules.write_text(f"def expected_answer_type(question):\n    return {body}\n", encoding="utf-8")
+    def commit(module: str, body: str) -> str:
+        (claims / module).write_text(f"def expected_answer_type(question):\n    return {body}\n", encoding="utf-8")
         git("add", ".")
         git("commit", "-q", "-m", body)
         return git("rev-parse", "HEAD").strip()
@@ -56,7 +56,8 @@ def test_the_rule_at_a_revision_is_that_revision_s(tmp_path: Path) -> None:
         return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True, env=env).stdout
 
     git("init", "-q")
-    first = commit("'money' if 'pay' in question else None")
-    commit("None")
+    # The rule in claims/rules.py first, then in a module of its own (claims/answer_types.py).
+    first = commit("rules.py", "'money' if 'pay' in question else None")
+    commit("answer_types.py", "None")
     assert kind_at(first, tmp_path)("How many hours each pay period?") == "money"
     assert kind_at("HEAD", tmp_path)("How many hours each pay period?") is None

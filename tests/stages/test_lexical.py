@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from provenance.claims.rules import expected_answer_type, wrong_answer_type
+from provenance.claims.answer_types import expected_answer_type, wrong_answer_type
 from provenance.ports import ScoredPassage
 from provenance.stages.lexical import (
     LOW_OVERLAP_CAP,

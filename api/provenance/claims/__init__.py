@@ -1,6 +1,7 @@
 """Deciding a claim: is it stated by the passages (support), and does it answer the question (relevance)?
 One package, one word per idea:
-- the rule checks (`claims.rules`: which passages count as support, answer types, premises; and
+- the rule checks (`claims.rules`: which passages count as support, premises; `claims.answer_types`: what
+  kind of answer a question asks for and whether a claim gives it; and
   `claims.support.RuleSupport`, the question-free support check with its vetoes, a `ports.SupportCheck`);
 - the local verifier `LOCAL_VERIFIER` names, over the rule checks: `features` (the default,
   `claims.features`) or `trained` (`claims.trained`), which differ in how they judge relevance, over the

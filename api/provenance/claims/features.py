@@ -22,8 +22,9 @@ import msgspec
 import numpy as np
 
 from provenance import text as T
+from provenance.claims.answer_types import answer_type_match, expected_answer_type
 from provenance.claims.relevance import QuotedClaim, quoted_answer
-from provenance.claims.rules import LogisticModel, answer_type_match, expected_answer_type, supporting
+from provenance.claims.rules import LogisticModel, supporting
 from provenance.claims.support import RuleSupport
 from provenance.claims.vectors import SentenceEmbeddings, WordVectors, soft_match, surface_terms, with_calendar
 from provenance.inference.embedder import Embedder

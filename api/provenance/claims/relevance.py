@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance import text as T
-from provenance.claims.rules import CHECKABLE_TYPES, answer_type_match, expected_answer_type
+from provenance.claims.answer_types import CHECKABLE_TYPES, answer_type_match, expected_answer_type
 from provenance.claims.vectors import surface_terms, with_calendar
 
 # The relevance the rule gives a quoted claim it confirms: the gate's threshold (GATE_RELEVANCE's default),

@@ -16,7 +16,7 @@ import numpy as np
 
 from provenance import text as T
 from provenance.claims import LocalVerifier, build_verifier
-from provenance.claims.rules import answer_type_match, expected_answer_type
+from provenance.claims.answer_types import answer_type_match, expected_answer_type
 from provenance.claims.vectors import SentenceEmbeddings
 from provenance.inference.embedder import Embedder, embed_query_async
 from provenance.pipeline.reasons import left_out_note

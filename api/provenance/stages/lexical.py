@@ -14,7 +14,8 @@ from collections.abc import Sequence
 import msgspec
 
 from provenance import text as T
-from provenance.claims.rules import unstated_premise, wrong_answer_type
+from provenance.claims.answer_types import wrong_answer_type
+from provenance.claims.rules import unstated_premise
 from provenance.ports import ScoredPassage, Usage
 from provenance.timing import Timer
 from provenance.wire import ClaimResult, LexicalStage
